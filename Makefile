@@ -1,0 +1,81 @@
+# strata: build, test, bench and install. `make CC=clang` builds with clang.
+ifeq ($(origin CC),default)
+CC := gcc
+endif
+PREFIX ?= /usr/local
+BUILD ?= build
+WARN := -Wall -Wextra -Werror
+CFLAGS ?= -O2 -g
+BASE_CFLAGS := -std=gnu11 $(WARN) -Iinclude -Isrc -fPIC -fvisibility=hidden \
+  -fno-builtin-malloc -fno-builtin-free -fno-builtin-calloc -fno-builtin-realloc \
+  -D_GNU_SOURCE
+LIBS := -lpthread
+
+CORE := os report options sizeclass segment heap free large api
+CORE_OBJ := $(CORE:%=$(BUILD)/obj/%.o)
+ALL_OBJ := $(CORE_OBJ) $(BUILD)/obj/override.o
+HEADERS := include/strata.h src/internal.h src/platform.h
+
+TEST_C := $(wildcard tests/test_*.c)
+TEST_BIN := $(TEST_C:tests/%.c=$(BUILD)/tests/%)
+BENCH_C := $(wildcard bench/*.c)
+BENCH_BIN := $(BENCH_C:bench/%.c=$(BUILD)/bench/%)
+
+.PHONY: all test test-asan test-tsan bench bench-deps install clean
+all: $(BUILD)/libstrata.so $(BUILD)/libstrata.a $(BUILD)/strata.pc
+
+$(BUILD)/obj/%.o: src/%.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/libstrata.so: $(ALL_OBJ)
+	$(CC) -shared -o $@ $^ $(LIBS)
+
+$(BUILD)/libstrata.a: $(ALL_OBJ)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/strata.pc: strata.pc.in
+	@mkdir -p $(BUILD)
+	sed 's|@PREFIX@|$(PREFIX)|' $< > $@
+
+# Test programs link the core objects directly (white-box access to internals);
+# the override is exercised through libstrata.so/.a by tests/run.sh.
+TEST_CFLAGS := -std=gnu11 $(WARN) -Iinclude -Isrc -D_GNU_SOURCE $(CFLAGS)
+$(BUILD)/tests/%: tests/%.c tests/check.h $(CORE_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(TEST_CFLAGS) $< $(CORE_OBJ) -o $@ $(LIBS) -ldl
+
+$(BUILD)/bench/%: bench/%.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 $(WARN) -O2 -Iinclude -D_GNU_SOURCE $< -o $@ $(LIBS) -lm
+
+test: all $(TEST_BIN) $(BENCH_BIN)
+	BUILD=$(BUILD) CC=$(CC) sh tests/run.sh
+
+# Sanitizer runs test the strata_* API directly: the sanitizers bring their
+# own malloc, which the override would fight.
+test-asan:
+	$(MAKE) BUILD=build-asan CFLAGS="-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
+	  LIBS="-lpthread -fsanitize=address,undefined" build-asan/libstrata.a $(TEST_C:tests/%.c=build-asan/tests/%)
+	BUILD=build-asan SANITIZER=asan sh tests/run.sh
+
+test-tsan:
+	$(MAKE) BUILD=build-tsan CFLAGS="-O1 -g -fsanitize=thread" LIBS="-lpthread -fsanitize=thread" \
+	  build-tsan/libstrata.a $(TEST_C:tests/%.c=build-tsan/tests/%)
+	BUILD=build-tsan SANITIZER=tsan sh tests/run.sh
+
+bench: all $(BENCH_BIN)
+	BUILD=$(BUILD) sh bench/run.sh
+
+bench-deps:
+	sh bench/deps.sh
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 644 include/strata.h $(DESTDIR)$(PREFIX)/include/
+	install -m 755 $(BUILD)/libstrata.so $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 $(BUILD)/libstrata.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 $(BUILD)/strata.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+
+clean:
+	rm -rf build build-asan build-tsan

@@ -1,0 +1,70 @@
+/* strata.h: the whole public API of the strata allocator suite.
+ * Every function here is safe to call from any thread unless its comment
+ * says otherwise. Nothing in this header depends on strata's internals. */
+#ifndef STRATA_H
+#define STRATA_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define STRATA_VERSION_MAJOR 0
+#define STRATA_VERSION_MINOR 1
+
+/* ---- General allocator -------------------------------------------------
+ * Thread-caching allocator: each thread allocates and frees from its own
+ * heap without locks; a block freed by another thread is handed back to its
+ * owner with one atomic operation. Blocks larger than STRATA_MMAP_THRESHOLD
+ * are mapped directly and grown with mremap. Empty pages are returned to the
+ * operating system, and a heap's memory is returned when its thread exits.
+ *
+ * libstrata.so and libstrata.a also export the standard names (malloc, free,
+ * calloc, realloc, posix_memalign, ...), which forward to these functions. */
+
+/* Blocks above this many bytes are mapped directly from the OS. */
+#define STRATA_MMAP_THRESHOLD ((size_t)128 * 1024)
+
+/* Returns a block of at least `size` bytes aligned for any object that fits
+ * in it (16 bytes when size is a multiple of 16, 8 bytes otherwise), or NULL
+ * with errno = ENOMEM. malloc(0) returns a unique, freeable pointer. */
+void *strata_malloc(size_t size);
+
+/* Returns `count * size` zeroed bytes, or NULL with errno = ENOMEM when the
+ * product overflows or cannot be met. */
+void *strata_calloc(size_t count, size_t size);
+
+/* Resizes `ptr` to `size` bytes keeping its contents up to the smaller size.
+ * realloc(NULL, n) is malloc(n); realloc(p, 0) frees p and returns NULL (as
+ * glibc does). On failure returns NULL with errno = ENOMEM and leaves `ptr`
+ * untouched. Large blocks grow with mremap, without copying. */
+void *strata_realloc(void *ptr, size_t size);
+
+/* realloc(ptr, count * size) with overflow detection (ENOMEM). */
+void *strata_reallocarray(void *ptr, size_t count, size_t size);
+
+/* Frees a block from any strata allocation function; NULL is ignored.
+ * A double free, or a pointer strata did not allocate, is reported on stderr
+ * with its address; in checked mode (STRATA_CHECK=1) every free is fully
+ * validated and any misuse aborts. */
+void strata_free(void *ptr);
+
+/* Returns `size` bytes aligned to `alignment`, which must be a power of two
+ * (else NULL with errno = EINVAL). Any alignment up to 1 GiB is served. */
+void *strata_aligned_alloc(size_t alignment, size_t size);
+
+/* POSIX: stores the block in *out and returns 0, or returns EINVAL when
+ * `alignment` is not a power of two multiple of sizeof(void *), or ENOMEM.
+ * errno is not changed. */
+int strata_posix_memalign(void **out, size_t alignment, size_t size);
+
+/* Returns the number of bytes usable in the block at `ptr` (at least the size
+ * asked for), 0 for NULL or for a pointer strata did not allocate. */
+size_t strata_usable_size(const void *ptr);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* STRATA_H */

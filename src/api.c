@@ -1,0 +1,117 @@
+/* api.c: the public strata_* functions. They validate arguments (errno
+ * ENOMEM for impossible sizes, EINVAL for bad alignments) and route to the
+ * inline fast paths, the size-class heaps or the large-block mappings. */
+#include <errno.h>
+#include <string.h>
+
+#include "internal.h"
+#include "strata.h"
+
+STRATA_EXPORT void *strata_malloc(size_t size)
+{
+    return alloc_inline(size);
+}
+
+STRATA_EXPORT void strata_free(void *ptr)
+{
+    free_inline(ptr);
+}
+
+STRATA_EXPORT void *strata_calloc(size_t count, size_t size)
+{
+    size_t total;
+    if (unlikely(__builtin_mul_overflow(count, size, &total))) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    void *p = alloc_inline(total);
+    if (likely(p != NULL) && total <= SMALL_MAX)
+        memset(p, 0, total); /* large blocks are fresh mappings, already zero */
+    return p;
+}
+
+STRATA_EXPORT size_t strata_usable_size(const void *ptr)
+{
+    if (ptr == NULL)
+        return 0;
+    if (is_segment_pointer(ptr))
+        return small_usable_size(ptr);
+    return large_usable_size(ptr);
+}
+
+static void *move_block(void *ptr, size_t old_size, size_t size)
+{
+    void *fresh = alloc_inline(size);
+    if (fresh == NULL)
+        return NULL;
+    memcpy(fresh, ptr, old_size < size ? old_size : size);
+    free_inline(ptr);
+    return fresh;
+}
+
+STRATA_EXPORT void *strata_realloc(void *ptr, size_t size)
+{
+    if (ptr == NULL)
+        return alloc_inline(size);
+    if (size == 0) {
+        free_inline(ptr);
+        return NULL;
+    }
+    if (is_segment_pointer(ptr)) {
+        size_t old_size = small_usable_size(ptr);
+        if (unlikely(old_size == 0))
+            report_fatal("realloc of a pointer that is not allocated", ptr);
+        if (size <= old_size && size >= old_size / 2)
+            return ptr;
+        return move_block(ptr, old_size, size);
+    }
+    if (size > SMALL_MAX)
+        return large_realloc(ptr, size);
+    size_t old_size = large_usable_size(ptr);
+    if (old_size == 0)
+        report_fatal("realloc of a pointer strata did not allocate", ptr);
+    return move_block(ptr, old_size, size);
+}
+
+STRATA_EXPORT void *strata_reallocarray(void *ptr, size_t count, size_t size)
+{
+    size_t total;
+    if (unlikely(__builtin_mul_overflow(count, size, &total))) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return strata_realloc(ptr, total);
+}
+
+STRATA_EXPORT void *strata_aligned_alloc(size_t alignment, size_t size)
+{
+    if (alignment == 0 || (alignment & (alignment - 1)) != 0) {
+        errno = EINVAL;
+        return NULL;
+    }
+    if (alignment <= 8)
+        return alloc_inline(size);
+    if (size > SMALL_MAX || alignment > SLICE_SIZE)
+        return large_alloc(size, alignment);
+    /* Pages start on slice boundaries, so every block of a class whose size
+     * is a multiple of the alignment is aligned. */
+    unsigned c = size_class(size > alignment ? size : alignment);
+    while (c < CLASS_COUNT && class_size[c] % alignment != 0)
+        c++;
+    if (c == CLASS_COUNT)
+        return large_alloc(size, alignment);
+    return heap_alloc_class(c);
+}
+
+STRATA_EXPORT int strata_posix_memalign(void **out, size_t alignment, size_t size)
+{
+    if (alignment < sizeof(void *) || (alignment & (alignment - 1)) != 0)
+        return EINVAL;
+    int saved = errno;
+    void *p = strata_aligned_alloc(alignment, size);
+    errno = saved;
+    if (p == NULL)
+        return ENOMEM;
+    *out = p;
+    return 0;
+}

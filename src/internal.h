@@ -1,0 +1,249 @@
+/* internal.h: strata's internal types, constants and prototypes (grouped by
+ * the file that defines them), plus the inline allocation and free fast
+ * paths. Never included by the public header. */
+#ifndef STRATA_INTERNAL_H
+#define STRATA_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "platform.h"
+
+/* ---- Layout constants ---------------------------------------------------
+ * A segment is SEGMENT_SIZE bytes aligned to SEGMENT_SIZE, cut into slices of
+ * SLICE_SIZE; slice 0 holds the segment header. A page is a run of slices
+ * carved into blocks of one size class. */
+#define SEGMENT_SHIFT 22
+#define SEGMENT_SIZE ((size_t)1 << SEGMENT_SHIFT)
+#define SEGMENT_MASK (SEGMENT_SIZE - 1)
+#define SLICE_SHIFT 16
+#define SLICE_SIZE ((size_t)1 << SLICE_SHIFT)
+#define SLICES_PER_SEGMENT (SEGMENT_SIZE / SLICE_SIZE)
+
+#define CLASS_COUNT 96                    /* 8..64 by 8, then 8 per doubling */
+#define SMALL_MAX ((size_t)128 * 1024)   /* largest class; above: mapped */
+#define DIRECT_MAX ((size_t)1024)         /* sizes served by the direct table */
+#define DIRECT_COUNT (DIRECT_MAX / 8 + 1)
+
+/* Free slices a heap keeps resident before purging (1 MiB). */
+#define HEAP_DIRTY_LIMIT 16
+/* Empty, purged segments kept mapped process-wide to avoid mmap churn. */
+#define SEGMENT_CACHE_MAX 4
+
+/* Owner word of a segment: a heap pointer, optionally tagged in checked mode
+ * so that the inline local-free comparison never matches. */
+#define OWNER_CHECK_TAG ((uintptr_t)1)
+#define OWNER_ABANDONED ((uintptr_t)2)
+
+/* The remote-free list of a heap whose thread is gone. */
+#define REMOTE_CLOSED ((struct block *)(uintptr_t)1)
+
+struct block {
+    struct block *next;
+};
+
+struct heap;
+
+struct page {
+    struct block *free;       /* blocks ready to hand out */
+    uint32_t used;            /* blocks handed out and not yet freed locally */
+    uint32_t capacity;        /* blocks carved so far */
+    uint32_t reserved;        /* blocks that fit in the page */
+    uint32_t block_size;
+    uint8_t class_index;
+    uint8_t slice_count;
+    uint8_t in_use;           /* 1 while the page holds a size class */
+    uint8_t listed;           /* 1 while on its class's available list */
+    char *start;
+    struct page *next, *prev; /* available list of its class */
+};
+
+struct segment {
+    _Atomic uintptr_t owner;     /* heap | tag, or OWNER_ABANDONED */
+    uint64_t free_mask;          /* slices not in a page */
+    uint64_t dirty_mask;         /* free slices that may still be resident */
+    struct segment *next, *prev; /* owner heap's list, or the cache */
+    uint32_t pages_in_use;
+    uint8_t page_of_slice[SLICES_PER_SEGMENT]; /* first slice of its page */
+    struct page pages[SLICES_PER_SEGMENT];     /* valid at first slices */
+};
+
+struct heap {
+    struct page *direct[DIRECT_COUNT]; /* (size + 7) / 8 -> current page */
+    struct page *current[CLASS_COUNT];
+    struct page *available[CLASS_COUNT]; /* pages with free blocks */
+    _Atomic(struct block *) remote;      /* blocks freed by other threads */
+    struct segment *segments;
+    size_t dirty_slices;
+    struct heap *next_free;              /* the heap pool's free list */
+    uintptr_t owner_word;                /* what this heap writes as owner */
+};
+
+/* ---- os.c: every system call ------------------------------------------ */
+size_t os_page_size(void);
+/* Maps `size` bytes (page multiple) of fresh zeroed memory; NULL on failure. */
+void *os_map(size_t size);
+/* Maps `size` bytes aligned to `alignment` (power of two >= page size). */
+void *os_map_aligned(size_t size, size_t alignment);
+void os_unmap(void *addr, size_t size);
+/* Gives the pages back to the OS; their contents read as zero afterwards. */
+void os_purge(void *addr, size_t size);
+/* Resizes a mapping, moving it if needed; NULL on failure. */
+void *os_remap(void *addr, size_t old_size, size_t new_size);
+void os_write_stderr(const char *text, size_t length);
+_Noreturn void os_abort(void);
+/* Number of os_map/os_map_aligned calls so far (for white-box tests). */
+size_t os_map_count(void);
+
+/* ---- options.c -------------------------------------------------------- */
+struct options {
+    bool check; /* STRATA_CHECK: validate every free, abort on misuse */
+};
+extern struct options strata_options;
+void options_init(void);
+
+/* ---- report.c --------------------------------------------------------- */
+_Noreturn void report_fatal(const char *what, const void *address);
+void report_warning(const char *what, const void *address);
+
+/* ---- sizeclass.c ------------------------------------------------------ */
+extern uint32_t class_size[CLASS_COUNT];
+extern uint8_t class_of_direct[DIRECT_COUNT];
+void sizeclass_init(void);
+size_t class_slices(unsigned class_index);
+
+static inline unsigned size_class(size_t size)
+{
+    if (size <= 64)
+        return size <= 8 ? 0 : (unsigned)((size - 1) >> 3);
+    unsigned top = 63 - (unsigned)__builtin_clzll((unsigned long long)(size - 1));
+    unsigned step_shift = top - 3;
+    unsigned within = (unsigned)(((size - 1) >> step_shift) & 7);
+    return 8 + (top - 6) * 8 + within;
+}
+
+/* ---- segment.c: segments, the segment map, pages ----------------------- */
+extern _Atomic(uint8_t) *segment_map;
+void segment_map_init(void);
+
+static inline struct segment *segment_of(const void *p)
+{
+    return (struct segment *)((uintptr_t)p & ~(uintptr_t)SEGMENT_MASK);
+}
+
+#define SEGMENT_MAP_LENGTH ((size_t)1 << (47 - SEGMENT_SHIFT))
+
+static inline bool is_segment_pointer(const void *p)
+{
+    uintptr_t index = (uintptr_t)p >> SEGMENT_SHIFT;
+    return index < SEGMENT_MAP_LENGTH &&
+           atomic_load_explicit(&segment_map[index], memory_order_relaxed);
+}
+
+static inline struct page *page_of(struct segment *segment, const void *p)
+{
+    size_t slice = ((uintptr_t)p & SEGMENT_MASK) >> SLICE_SHIFT;
+    return &segment->pages[segment->page_of_slice[slice]];
+}
+
+struct page *page_new(struct heap *heap, unsigned class_index);
+void page_release(struct heap *heap, struct page *page);
+/* Carves more blocks into the page's free list; false when it is full. */
+bool page_extend(struct page *page);
+void segment_release_to_os(struct segment *segment);
+/* Releases an emptied page of an abandoned segment (caller holds the
+ * abandoned lock); true when the segment is now empty and unmapped. */
+bool abandoned_page_release(struct page *page);
+void heap_segments_abandon(struct heap *heap);
+void heap_purge_dirty(struct heap *heap);
+void segment_purge_dirty(struct segment *segment);
+void segment_fork_child(void);
+void segment_lock_all(void);
+void segment_unlock_all(void);
+
+/* ---- heap.c: thread heaps --------------------------------------------- */
+extern struct heap heap_empty;
+extern struct page page_empty;
+extern STRATA_TLS struct heap *thread_heap;
+
+void *heap_alloc_slow(struct heap *heap, size_t size);
+/* Allocates a block of the class from the calling thread's heap. */
+void *heap_alloc_class(unsigned class_index);
+void heap_free_event(struct heap *heap, struct page *page);
+void heap_collect_remote(struct heap *heap);
+void heap_fork_child(void);
+void heap_lock_all(void);
+void heap_unlock_all(void);
+void strata_init(void);
+
+/* ---- free.c ----------------------------------------------------------- */
+void free_slow(void *p);
+/* Frees a block already validated, from whichever thread calls it. */
+void free_redispatch(void *p);
+/* Frees a block taken from `heap`'s remote list. */
+void free_collected(struct heap *heap, struct block *block);
+void free_abandoned(struct segment *segment, struct page *page, struct block *block);
+void free_fork_child(void);
+void free_lock_all(void);
+void free_unlock_all(void);
+/* Usable size of a small block, or 0 if `p` is not a live strata block. */
+size_t small_usable_size(const void *p);
+
+/* ---- large.c: blocks mapped directly ------------------------------------ */
+void *large_alloc(size_t size, size_t alignment);
+/* Frees `p` if it is a live large block; false if it is not one. */
+bool large_free(void *p);
+/* Usable size of a live large block, 0 if `p` is not one. */
+size_t large_usable_size(const void *p);
+/* Resizes a live large block with mremap; NULL with errno set on failure. */
+void *large_realloc(void *p, size_t size);
+void large_fork_child(void);
+void large_lock_all(void);
+void large_unlock_all(void);
+
+/* ---- inline fast paths -------------------------------------------------- */
+static inline void *block_pop(struct page *page)
+{
+    struct block *block = page->free;
+    page->free = block->next;
+    page->used++;
+    return block;
+}
+
+static inline void *alloc_inline(size_t size)
+{
+    struct heap *heap = thread_heap;
+    if (likely(size <= DIRECT_MAX)) {
+        struct page *page = heap->direct[(size + 7) >> 3];
+        if (likely(page->free != NULL))
+            return block_pop(page);
+    }
+    return heap_alloc_slow(heap, size);
+}
+
+static inline void free_inline(void *p)
+{
+    if (likely(is_segment_pointer(p))) {
+        struct segment *segment = segment_of(p);
+        struct heap *heap = thread_heap;
+        if (likely(atomic_load_explicit(&segment->owner, memory_order_relaxed) ==
+                   (uintptr_t)heap)) {
+            struct page *page = page_of(segment, p);
+            struct block *block = p;
+            struct block *head = page->free;
+            if (unlikely(head == block))
+                report_fatal("double free", p);
+            block->next = head;
+            page->free = block;
+            page->used--;
+            if (unlikely(head == NULL || page->used == 0))
+                heap_free_event(heap, page);
+            return;
+        }
+    }
+    free_slow(p);
+}
+
+#endif /* STRATA_INTERNAL_H */

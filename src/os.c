@@ -1,0 +1,97 @@
+/* os.c: every system call strata makes. Contract: addresses and sizes given
+ * here are page multiples and non-zero; mapping functions return NULL on
+ * failure and never call malloc. */
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+static size_t page_size_cached;
+static _Atomic size_t map_calls;
+
+size_t os_page_size(void)
+{
+    if (unlikely(page_size_cached == 0)) {
+        long size = sysconf(_SC_PAGESIZE);
+        page_size_cached = size > 0 ? (size_t)size : 4096;
+    }
+    return page_size_cached;
+}
+
+size_t os_map_count(void)
+{
+    return atomic_load_explicit(&map_calls, memory_order_relaxed);
+}
+
+void *os_map(size_t size)
+{
+    atomic_fetch_add_explicit(&map_calls, 1, memory_order_relaxed);
+    int saved = errno;
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    errno = saved;
+    return p == MAP_FAILED ? NULL : p;
+}
+
+void *os_map_aligned(size_t size, size_t alignment)
+{
+    if (alignment <= os_page_size())
+        return os_map(size);
+    size_t padded = size + alignment;
+    if (padded < size)
+        return NULL;
+    char *raw = os_map(padded);
+    if (raw == NULL)
+        return NULL;
+    uintptr_t aligned = ((uintptr_t)raw + alignment - 1) & ~(uintptr_t)(alignment - 1);
+    size_t head = aligned - (uintptr_t)raw;
+    size_t tail = padded - head - size;
+    if (head)
+        os_unmap(raw, head);
+    if (tail)
+        os_unmap((char *)aligned + size, tail);
+    return (void *)aligned;
+}
+
+void os_unmap(void *addr, size_t size)
+{
+    int saved = errno;
+    munmap(addr, size);
+    errno = saved;
+}
+
+void os_purge(void *addr, size_t size)
+{
+    int saved = errno;
+    madvise(addr, size, MADV_DONTNEED);
+    errno = saved;
+}
+
+void *os_remap(void *addr, size_t old_size, size_t new_size)
+{
+    int saved = errno;
+    void *p = mremap(addr, old_size, new_size, MREMAP_MAYMOVE);
+    errno = saved;
+    return p == MAP_FAILED ? NULL : p;
+}
+
+void os_write_stderr(const char *text, size_t length)
+{
+    while (length > 0) {
+        ssize_t n = write(STDERR_FILENO, text, length);
+        if (n <= 0) {
+            if (n < 0 && errno == EINTR)
+                continue;
+            return;
+        }
+        text += n;
+        length -= (size_t)n;
+    }
+}
+
+_Noreturn void os_abort(void)
+{
+    abort();
+}

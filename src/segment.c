@@ -1,0 +1,247 @@
+/* segment.c: segments (SEGMENT_SIZE-aligned regions owned by one heap), the
+ * process-wide segment map that tells a strata pointer from any other, and
+ * pages carved from runs of free slices. Invariants: a slice is either in
+ * free_mask or covered by exactly one in-use page; dirty_mask is a subset of
+ * free_mask; a segment is in the map exactly while it is owned or abandoned. */
+#include <pthread.h>
+#include <string.h>
+
+#include "internal.h"
+
+_Atomic(uint8_t) *segment_map;
+
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct segment *cache_head;
+static size_t cache_count;
+
+#define ALL_DATA_SLICES (~(uint64_t)1) /* slice 0 holds the header */
+
+void segment_map_init(void)
+{
+    /* Reserved, not committed: a byte per segment-sized region of the
+     * 47-bit address space; untouched parts cost no memory. */
+    segment_map = os_map(SEGMENT_MAP_LENGTH);
+    if (segment_map == NULL)
+        report_fatal("cannot reserve the segment map", NULL);
+}
+
+static void map_set(struct segment *segment, uint8_t value)
+{
+    atomic_store_explicit(&segment_map[(uintptr_t)segment >> SEGMENT_SHIFT], value,
+                          memory_order_release);
+}
+
+static struct segment *segment_new(struct heap *heap)
+{
+    pthread_mutex_lock(&cache_lock);
+    struct segment *segment = cache_head;
+    if (segment != NULL) {
+        cache_head = segment->next;
+        cache_count--;
+    }
+    pthread_mutex_unlock(&cache_lock);
+    if (segment == NULL) {
+        segment = os_map_aligned(SEGMENT_SIZE, SEGMENT_SIZE);
+        if (segment == NULL)
+            return NULL;
+    }
+    memset(segment, 0, sizeof *segment);
+    segment->free_mask = ALL_DATA_SLICES;
+    atomic_store_explicit(&segment->owner, heap->owner_word, memory_order_relaxed);
+    segment->next = heap->segments;
+    if (heap->segments)
+        heap->segments->prev = segment;
+    heap->segments = segment;
+    map_set(segment, 1);
+    return segment;
+}
+
+static uint64_t runs_of(uint64_t mask, size_t length)
+{
+    for (size_t i = 1; i < length; i++)
+        mask &= mask >> 1;
+    return mask;
+}
+
+static void run_purge(struct segment *segment, uint64_t run)
+{
+    while (run) {
+        unsigned first = (unsigned)__builtin_ctzll(run);
+        uint64_t shifted = run >> first;
+        unsigned length = shifted == ~(uint64_t)0 ? 64 - first
+                                                  : (unsigned)__builtin_ctzll(~shifted);
+        os_purge((char *)segment + (size_t)first * SLICE_SIZE, (size_t)length * SLICE_SIZE);
+        run &= ~(((length == 64 ? ~(uint64_t)0 : (((uint64_t)1 << length) - 1))) << first);
+    }
+}
+
+void segment_purge_dirty(struct segment *segment)
+{
+    run_purge(segment, segment->dirty_mask);
+    segment->dirty_mask = 0;
+}
+
+void heap_purge_dirty(struct heap *heap)
+{
+    for (struct segment *s = heap->segments; s != NULL; s = s->next)
+        segment_purge_dirty(s);
+    heap->dirty_slices = 0;
+}
+
+struct page *page_new(struct heap *heap, unsigned class_index)
+{
+    size_t length = class_slices(class_index);
+    struct segment *segment;
+    uint64_t starts = 0;
+    for (segment = heap->segments; segment != NULL; segment = segment->next) {
+        starts = runs_of(segment->free_mask, length);
+        if (starts)
+            break;
+    }
+    if (segment == NULL) {
+        segment = segment_new(heap);
+        if (segment == NULL)
+            return NULL;
+        starts = runs_of(segment->free_mask, length);
+    }
+    /* Reuse memory that is still resident before touching purged slices. */
+    uint64_t warm = starts & runs_of(segment->dirty_mask, length);
+    unsigned first = (unsigned)__builtin_ctzll(warm ? warm : starts);
+    uint64_t run = (length == 64 ? ~(uint64_t)0 : (((uint64_t)1 << length) - 1)) << first;
+    heap->dirty_slices -= (size_t)__builtin_popcountll(segment->dirty_mask & run);
+    segment->free_mask &= ~run;
+    segment->dirty_mask &= ~run;
+    segment->pages_in_use++;
+    memset(&segment->page_of_slice[first], (int)first, length);
+
+    struct page *page = &segment->pages[first];
+    memset(page, 0, sizeof *page);
+    page->start = (char *)segment + (size_t)first * SLICE_SIZE;
+    page->block_size = class_size[class_index];
+    page->reserved = (uint32_t)(length * SLICE_SIZE / page->block_size);
+    page->class_index = (uint8_t)class_index;
+    page->slice_count = (uint8_t)length;
+    page->in_use = 1;
+    return page;
+}
+
+bool page_extend(struct page *page)
+{
+    if (page->capacity == page->reserved)
+        return false;
+    size_t size = page->block_size;
+    size_t count = 4096 / size;
+    if (count == 0)
+        count = 1;
+    if (count > page->reserved - page->capacity)
+        count = page->reserved - page->capacity;
+    char *first = page->start + (size_t)page->capacity * size;
+    char *p = first;
+    for (size_t i = 1; i < count; i++, p += size)
+        ((struct block *)p)->next = (struct block *)(p + size);
+    ((struct block *)p)->next = page->free;
+    page->free = (struct block *)first;
+    page->capacity += (uint32_t)count;
+    return true;
+}
+
+static void segment_unlink(struct heap *heap, struct segment *segment)
+{
+    if (segment->prev)
+        segment->prev->next = segment->next;
+    else
+        heap->segments = segment->next;
+    if (segment->next)
+        segment->next->prev = segment->prev;
+    segment->next = segment->prev = NULL;
+}
+
+void segment_release_to_os(struct segment *segment)
+{
+    map_set(segment, 0);
+    pthread_mutex_lock(&cache_lock);
+    if (cache_count < SEGMENT_CACHE_MAX) {
+        segment_purge_dirty(segment);
+        segment->next = cache_head;
+        cache_head = segment;
+        cache_count++;
+        segment = NULL;
+    }
+    pthread_mutex_unlock(&cache_lock);
+    if (segment != NULL)
+        os_unmap(segment, SEGMENT_SIZE);
+}
+
+void page_release(struct heap *heap, struct page *page)
+{
+    struct segment *segment = segment_of(page);
+    unsigned first = (unsigned)(page - segment->pages);
+    uint64_t run = (((uint64_t)1 << page->slice_count) - 1) << first;
+    page->in_use = 0;
+    page->free = NULL;
+    page->used = 0;
+    segment->free_mask |= run;
+    segment->dirty_mask |= run;
+    segment->pages_in_use--;
+    heap->dirty_slices += page->slice_count;
+    /* An empty segment goes back unless it is the heap's last one. */
+    if (segment->pages_in_use == 0 && (segment->prev || segment->next)) {
+        heap->dirty_slices -= (size_t)__builtin_popcountll(segment->dirty_mask);
+        segment_unlink(heap, segment);
+        segment_release_to_os(segment);
+    } else if (heap->dirty_slices > HEAP_DIRTY_LIMIT) {
+        heap_purge_dirty(heap);
+    }
+}
+
+/* Called by a heap whose thread exits: empty segments go back to the OS, the
+ * others are left to the frees of other threads (see free_abandoned). */
+void heap_segments_abandon(struct heap *heap)
+{
+    struct segment *segment = heap->segments;
+    heap->segments = NULL;
+    heap->dirty_slices = 0;
+    while (segment != NULL) {
+        struct segment *next = segment->next;
+        segment->next = segment->prev = NULL;
+        if (segment->pages_in_use == 0) {
+            segment_release_to_os(segment);
+        } else {
+            segment_purge_dirty(segment);
+            atomic_store_explicit(&segment->owner, OWNER_ABANDONED, memory_order_release);
+        }
+        segment = next;
+    }
+}
+
+void segment_lock_all(void)
+{
+    pthread_mutex_lock(&cache_lock);
+}
+
+void segment_unlock_all(void)
+{
+    pthread_mutex_unlock(&cache_lock);
+}
+
+void segment_fork_child(void)
+{
+    pthread_mutex_init(&cache_lock, NULL);
+}
+
+bool abandoned_page_release(struct page *page)
+{
+    struct segment *segment = segment_of(page);
+    unsigned first = (unsigned)(page - segment->pages);
+    uint64_t run = (((uint64_t)1 << page->slice_count) - 1) << first;
+    page->in_use = 0;
+    page->free = NULL;
+    segment->free_mask |= run;
+    segment->pages_in_use--;
+    if (segment->pages_in_use == 0) {
+        segment_release_to_os(segment);
+        return true;
+    }
+    run_purge(segment, run); /* no owner is left to batch purges */
+    return false;
+}
