@@ -16,7 +16,7 @@ struct page page_empty;
 struct heap heap_empty = {
     .direct = {[0 ... DIRECT_COUNT - 1] = &page_empty},
     .current = {[0 ... CLASS_COUNT - 1] = &page_empty},
-    .owner_word = OWNER_ABANDONED,
+    .owner_word = 0, /* matches no segment: its frees all go remote */
 };
 STRATA_TLS struct heap *thread_heap = &heap_empty;
 

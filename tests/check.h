@@ -1,0 +1,53 @@
+/* check.h: the tests' tiny assertion layer. CHECK counts a pass or prints
+ * the failing expression; check_finish prints this program's totals in the
+ * line tests/run.sh adds up. */
+#ifndef STRATA_TEST_CHECK_H
+#define STRATA_TEST_CHECK_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int check_passed, check_failed;
+
+#define CHECK(cond)                                                              \
+    do {                                                                         \
+        if (cond) {                                                              \
+            check_passed++;                                                      \
+        } else {                                                                 \
+            check_failed++;                                                      \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+        }                                                                        \
+    } while (0)
+
+static inline int check_finish(void)
+{
+    printf("checks: %d passed, %d failed\n", check_passed, check_failed);
+    return check_failed == 0 ? 0 : 1;
+}
+
+/* Resident memory of this process in bytes, from /proc/self/statm. */
+static inline size_t resident_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long size = 0, resident = 0;
+    if (f != NULL) {
+        if (fscanf(f, "%lu %lu", &size, &resident) != 2)
+            resident = 0;
+        fclose(f);
+    }
+    return (size_t)resident * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+/* A deterministic per-test random generator (xorshift). */
+static inline unsigned long long check_random(unsigned long long *state)
+{
+    unsigned long long x = *state;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return *state = x;
+}
+
+#endif

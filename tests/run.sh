@@ -1,0 +1,47 @@
+#!/bin/sh
+# tests/run.sh: runs every test program and script, prints one line per test
+# and, last, the totals as "N passed, N failed" (checks of all programs).
+BUILD=${BUILD:-build}
+SANITIZER=${SANITIZER:-}
+total_pass=0
+total_fail=0
+failed_tests=""
+
+record() { # name, output file, exit status
+    line=$(grep -E '^checks: [0-9]+ passed, [0-9]+ failed$' "$2" | tail -n 1)
+    p=$(echo "$line" | sed -E 's/checks: ([0-9]+) passed.*/\1/')
+    f=$(echo "$line" | sed -E 's/.* ([0-9]+) failed/\1/')
+    [ -n "$p" ] || { p=0; f=1; }
+    if [ "$3" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+    total_pass=$((total_pass + p))
+    total_fail=$((total_fail + f))
+    if [ "$f" -eq 0 ]; then
+        echo "ok   $1 ($p checks)"
+    else
+        echo "FAIL $1 ($p passed, $f failed, exit $3)"
+        sed 's/^/     | /' "$2" | tail -n 30
+        failed_tests="$failed_tests $1"
+    fi
+}
+
+out=$(mktemp)
+for t in "$BUILD"/tests/test_*; do
+    [ -x "$t" ] || continue
+    name=$(basename "$t")
+    case "$SANITIZER:$name" in
+        tsan:test_api|tsan:test_sizeclass|tsan:test_pages|tsan:test_misuse) continue ;;
+    esac
+    "$t" > "$out" 2>&1
+    record "$name" "$out" $?
+done
+if [ -z "$SANITIZER" ]; then
+    for s in tests/*.sh; do
+        [ "$(basename "$s")" = run.sh ] && continue
+        BUILD="$BUILD" sh "$s" > "$out" 2>&1
+        record "$(basename "$s")" "$out" $?
+    done
+fi
+rm -f "$out"
+[ -n "$failed_tests" ] && echo "failed:$failed_tests"
+echo "$total_pass passed, $total_fail failed"
+[ "$total_fail" -eq 0 ]

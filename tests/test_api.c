@@ -1,0 +1,190 @@
+/* test_api.c: edge cases of every public allocation function, with errno. */
+#include <errno.h>
+#include <stdint.h>
+
+#include "check.h"
+#include "strata.h"
+
+static int all_bytes(const unsigned char *p, size_t n, unsigned char value)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != value)
+            return 0;
+    return 1;
+}
+
+static void test_malloc(void)
+{
+    void *zero = strata_malloc(0);
+    CHECK(zero != NULL);
+    void *zero2 = strata_malloc(0);
+    CHECK(zero2 != NULL && zero2 != zero);
+    strata_free(zero);
+    strata_free(zero2);
+    strata_free(NULL);
+
+    static const size_t sizes[] = {1, 7, 8, 9, 15, 16, 17, 24, 33, 64, 65, 72, 80, 100, 127,
+                                   128, 129, 1000, 1024, 1025, 4096, 8191, 16384, 65536,
+                                   131072, 131073, 200000, 1 << 20, 5 << 20};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        size_t n = sizes[i];
+        unsigned char *p = strata_malloc(n);
+        CHECK(p != NULL);
+        CHECK(strata_usable_size(p) >= n);
+        if (n % 16 == 0)
+            CHECK(((uintptr_t)p & 15) == 0);
+        else
+            CHECK(((uintptr_t)p & 7) == 0);
+        memset(p, 0xab, strata_usable_size(p));
+        CHECK(all_bytes(p, n, 0xab));
+        strata_free(p);
+    }
+
+    errno = 0;
+    CHECK(strata_malloc(SIZE_MAX) == NULL && errno == ENOMEM);
+    errno = 0;
+    CHECK(strata_malloc((size_t)PTRDIFF_MAX + 1) == NULL && errno == ENOMEM);
+    errno = 0;
+    CHECK(strata_malloc((size_t)1 << 46) == NULL && errno == ENOMEM); /* 64 TiB */
+}
+
+static void test_calloc(void)
+{
+    for (size_t n = 1; n < 300000; n = n * 3 + 1) {
+        unsigned char *p = strata_malloc(n);
+        memset(p, 0x5a, n);
+        strata_free(p);
+        unsigned char *q = strata_calloc(n, 1);
+        CHECK(q != NULL && all_bytes(q, n, 0));
+        strata_free(q);
+    }
+    unsigned char *z = strata_calloc(0, 10);
+    CHECK(z != NULL);
+    strata_free(z);
+    errno = 0;
+    CHECK(strata_calloc(SIZE_MAX / 2, 3) == NULL && errno == ENOMEM);
+    errno = 0;
+    CHECK(strata_calloc((size_t)1 << 32, (size_t)1 << 32) == NULL && errno == ENOMEM);
+}
+
+static void fill(unsigned char *p, size_t n, size_t seed)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = (unsigned char)(i * 31 + seed);
+}
+
+static int filled(const unsigned char *p, size_t n, size_t seed)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != (unsigned char)(i * 31 + seed))
+            return 0;
+    return 1;
+}
+
+static void test_realloc(void)
+{
+    unsigned char *p = strata_realloc(NULL, 10);
+    CHECK(p != NULL && strata_usable_size(p) >= 10);
+    fill(p, 10, 1);
+    /* Grow in small steps through every class and into mapped blocks. */
+    size_t n = 10;
+    int intact = 1;
+    while (n < (3 << 20)) {
+        size_t next = n + n / 7 + 3;
+        p = strata_realloc(p, next);
+        if (p == NULL || !filled(p, n, 1)) {
+            intact = 0;
+            break;
+        }
+        fill(p, next, 1);
+        n = next;
+    }
+    CHECK(intact);
+    CHECK(strata_usable_size(p) >= n);
+    /* Shrink from a mapped block back to a class block. */
+    p = strata_realloc(p, 100);
+    CHECK(p != NULL && filled(p, 100, 1));
+    CHECK(strata_usable_size(p) < 1000);
+    /* Shrinking a little keeps the block. */
+    unsigned char *same = strata_realloc(p, 90);
+    CHECK(same == p);
+    p = same;
+    /* realloc(p, 0) frees and returns NULL. */
+    CHECK(strata_realloc(p, 0) == NULL);
+
+    unsigned char *keep = strata_malloc(64);
+    fill(keep, 64, 7);
+    errno = 0;
+    CHECK(strata_realloc(keep, SIZE_MAX) == NULL && errno == ENOMEM);
+    CHECK(filled(keep, 64, 7));
+    unsigned char *big = strata_malloc(1 << 20);
+    fill(big, 1 << 20, 3);
+    errno = 0;
+    CHECK(strata_realloc(big, SIZE_MAX - 4096) == NULL && errno == ENOMEM);
+    CHECK(filled(big, 1 << 20, 3));
+    strata_free(big);
+
+    errno = 0;
+    CHECK(strata_reallocarray(keep, SIZE_MAX / 2, 3) == NULL && errno == ENOMEM);
+    keep = strata_reallocarray(keep, 100, 8);
+    CHECK(keep != NULL && filled(keep, 64, 7) && strata_usable_size(keep) >= 800);
+    strata_free(keep);
+}
+
+static void test_aligned(void)
+{
+    for (size_t align = 1; align <= ((size_t)64 << 20); align *= 2) {
+        static const size_t sizes[] = {0, 1, 16, 100, 4096, 70000, 300000};
+        for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+            unsigned char *p = strata_aligned_alloc(align, sizes[i]);
+            CHECK(p != NULL && ((uintptr_t)p & (align - 1)) == 0);
+            CHECK(strata_usable_size(p) >= sizes[i]);
+            memset(p, 1, sizes[i]);
+            strata_free(p);
+            void *q = NULL;
+            if (align >= sizeof(void *)) {
+                CHECK(strata_posix_memalign(&q, align, sizes[i]) == 0);
+                CHECK(q != NULL && ((uintptr_t)q & (align - 1)) == 0);
+                strata_free(q);
+            }
+        }
+    }
+    errno = 0;
+    CHECK(strata_aligned_alloc(0, 16) == NULL && errno == EINVAL);
+    errno = 0;
+    CHECK(strata_aligned_alloc(24, 16) == NULL && errno == EINVAL);
+    errno = 0;
+    CHECK(strata_aligned_alloc(64, SIZE_MAX - 10) == NULL && errno == ENOMEM);
+
+    void *q = (void *)0x1;
+    errno = 1234;
+    CHECK(strata_posix_memalign(&q, 4, 16) == EINVAL);
+    CHECK(strata_posix_memalign(&q, 48, 16) == EINVAL);
+    CHECK(strata_posix_memalign(&q, 0, 16) == EINVAL);
+    CHECK(strata_posix_memalign(&q, 64, SIZE_MAX - 10) == ENOMEM);
+    CHECK(q == (void *)0x1);
+    CHECK(errno == 1234);
+}
+
+static void test_usable_size(void)
+{
+    int on_stack;
+    CHECK(strata_usable_size(NULL) == 0);
+    CHECK(strata_usable_size(&on_stack) == 0);
+    static char in_data[64];
+    CHECK(strata_usable_size(in_data) == 0);
+    void *big = strata_malloc(1 << 20);
+    CHECK(strata_usable_size(big) >= (1 << 20));
+    CHECK(strata_usable_size((char *)big + 4096) == 0);
+    strata_free(big);
+}
+
+int main(void)
+{
+    test_malloc();
+    test_calloc();
+    test_realloc();
+    test_aligned();
+    test_usable_size();
+    return check_finish();
+}

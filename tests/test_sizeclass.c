@@ -1,0 +1,60 @@
+/* test_sizeclass.c: white-box test of the size classes: every size maps to
+ * the smallest class that holds it, waste stays within 12.5% above 64 bytes,
+ * the direct table agrees, and alignment follows the class size. */
+#include "check.h"
+#include "internal.h"
+
+int main(void)
+{
+    sizeclass_init();
+    int increasing = 1;
+    for (unsigned c = 1; c < CLASS_COUNT; c++)
+        increasing &= class_size[c] > class_size[c - 1];
+    CHECK(increasing);
+    CHECK(class_size[0] == 8);
+    CHECK(class_size[CLASS_COUNT - 1] == SMALL_MAX);
+
+    int fits = 1, smallest = 1, waste_ok = 1, direct_ok = 1;
+    for (size_t n = 0; n <= SMALL_MAX; n++) {
+        unsigned c = size_class(n);
+        if (c >= CLASS_COUNT || class_size[c] < n) {
+            fits = 0;
+            continue;
+        }
+        if (c > 0 && class_size[c - 1] >= n && n > 0)
+            smallest = 0;
+        if (n > 64 && (double)(class_size[c] - n) / (double)n > 0.125)
+            waste_ok = 0;
+        if (n <= DIRECT_MAX && class_of_direct[(n + 7) >> 3] != c)
+            direct_ok = 0;
+    }
+    CHECK(fits);
+    CHECK(smallest);
+    CHECK(waste_ok);
+    CHECK(direct_ok);
+
+    /* A class whose size is not a multiple of 16 only holds requests that are
+     * not multiples of 16 either, so 8-byte alignment serves them. */
+    int alignment_ok = 1;
+    for (unsigned c = 1; c < CLASS_COUNT; c++) {
+        if (class_size[c] % 16 == 0)
+            continue;
+        for (size_t n = class_size[c - 1] + 1; n <= class_size[c]; n++)
+            if (n % 16 == 0)
+                alignment_ok = 0;
+        if (class_size[c] % 8 != 0)
+            alignment_ok = 0;
+    }
+    CHECK(alignment_ok);
+
+    /* Pages hold at least 8 blocks and fit in a segment beside its header. */
+    int pages_ok = 1;
+    for (unsigned c = 0; c < CLASS_COUNT; c++) {
+        size_t slices = class_slices(c);
+        if (slices * SLICE_SIZE / class_size[c] < 8 || slices > SLICES_PER_SEGMENT - 1)
+            pages_ok = 0;
+    }
+    CHECK(pages_ok);
+    CHECK(size_class(SMALL_MAX) == CLASS_COUNT - 1);
+    return check_finish();
+}
