@@ -45,7 +45,7 @@ $(BUILD)/tests/%: tests/%.c tests/check.h $(CORE_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_CFLAGS) $< $(CORE_OBJ) -o $@ $(LIBS) -ldl
 
-$(BUILD)/bench/%: bench/%.c
+$(BUILD)/bench/%: bench/%.c bench/common.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 $(WARN) -O2 -Iinclude -D_GNU_SOURCE $< -o $@ $(LIBS) -lm
 

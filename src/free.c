@@ -48,8 +48,10 @@ void free_redispatch(void *p)
     struct page *page = page_of(segment, p);
     struct block *block = p;
     struct heap *self = thread_heap;
-    uintptr_t owner = atomic_load_explicit(&segment->owner, memory_order_acquire);
+    uintptr_t owner = atomic_load_explicit(&page->owner, memory_order_acquire);
     for (;;) {
+        if (unlikely(owner == 0))
+            report_fatal("free of a pointer into memory that is not allocated", p);
         if (owner == self->owner_word) {
             if (unlikely(page->free == block))
                 report_fatal("double free", p);
@@ -71,17 +73,17 @@ void free_redispatch(void *p)
                                                         memory_order_relaxed));
         if (old != REMOTE_CLOSED)
             return;
-        /* The owner is exiting: its segments are marked abandoned before its
+        /* The owner is exiting: its pages are marked abandoned before its
          * list closes, so the owner word has changed by now. */
-        owner = atomic_load_explicit(&segment->owner, memory_order_acquire);
+        owner = atomic_load_explicit(&page->owner, memory_order_acquire);
     }
 }
 
 void free_collected(struct heap *heap, struct block *block)
 {
-    struct segment *segment = segment_of(block);
-    if (atomic_load_explicit(&segment->owner, memory_order_relaxed) == heap->owner_word)
-        free_local_push(heap, page_of(segment, block), block);
+    struct page *page = page_of(segment_of(block), block);
+    if (atomic_load_explicit(&page->owner, memory_order_relaxed) == heap->owner_word)
+        free_local_push(heap, page, block);
     else
         free_redispatch(block); /* a stale push into a recycled heap */
 }
@@ -115,6 +117,7 @@ void free_slow(void *p)
     }
     if (large_free(p))
         return;
+    strata_init(); /* a first call may be this free: the options decide */
     if (strata_options.check)
         report_fatal("free of a pointer strata did not allocate", p);
     if (!atomic_exchange(&foreign_warned, true))

@@ -16,7 +16,7 @@ struct page page_empty;
 struct heap heap_empty = {
     .direct = {[0 ... DIRECT_COUNT - 1] = &page_empty},
     .current = {[0 ... CLASS_COUNT - 1] = &page_empty},
-    .owner_word = 0, /* matches no segment: its frees all go remote */
+    .owner_word = OWNER_NONE,
 };
 STRATA_TLS struct heap *thread_heap = &heap_empty;
 
@@ -71,7 +71,6 @@ void strata_init(void)
     os_page_size();
     options_init();
     sizeclass_init();
-    segment_map_init();
     if (pthread_key_create(&exit_key, heap_thread_exit) != 0)
         report_fatal("cannot create the thread-exit key", NULL);
     pthread_atfork(fork_prepare, fork_parent, fork_child);

@@ -28,14 +28,16 @@
 #define DIRECT_COUNT (DIRECT_MAX / 8 + 1)
 
 /* Free slices a heap keeps resident before purging (1 MiB). */
-#define HEAP_DIRTY_LIMIT 16
+#define HEAP_DIRTY_LIMIT 256
 /* Empty, purged segments kept mapped process-wide to avoid mmap churn. */
 #define SEGMENT_CACHE_MAX 4
 
-/* Owner word of a segment: a heap pointer, optionally tagged in checked mode
- * so that the inline local-free comparison never matches. */
+/* Owner word of a page: a heap pointer, optionally tagged in checked mode
+ * so that the inline local-free comparison never matches; 0 while the page
+ * holds no blocks; OWNER_ABANDONED once its heap's thread has exited. */
 #define OWNER_CHECK_TAG ((uintptr_t)1)
 #define OWNER_ABANDONED ((uintptr_t)2)
+#define OWNER_NONE ((uintptr_t)3) /* the empty heap's word: matches no page */
 
 /* The remote-free list of a heap whose thread is gone. */
 #define REMOTE_CLOSED ((struct block *)(uintptr_t)1)
@@ -47,6 +49,7 @@ struct block {
 struct heap;
 
 struct page {
+    _Atomic uintptr_t owner;  /* read by every free: first, with free */
     struct block *free;       /* blocks ready to hand out */
     uint32_t used;            /* blocks handed out and not yet freed locally */
     uint32_t capacity;        /* blocks carved so far */
@@ -61,13 +64,13 @@ struct page {
 };
 
 struct segment {
-    _Atomic uintptr_t owner;     /* heap | tag, or OWNER_ABANDONED */
+    /* First cache line: what every free reads. */
+    uint8_t page_of_slice[SLICES_PER_SEGMENT]; /* first slice of its page */
     uint64_t free_mask;          /* slices not in a page */
     uint64_t dirty_mask;         /* free slices that may still be resident */
     struct segment *next, *prev; /* owner heap's list, or the cache */
     uint32_t pages_in_use;
-    uint8_t page_of_slice[SLICES_PER_SEGMENT]; /* first slice of its page */
-    struct page pages[SLICES_PER_SEGMENT];     /* valid at first slices */
+    _Alignas(64) struct page pages[SLICES_PER_SEGMENT]; /* valid at first slices */
 };
 
 struct heap {
@@ -125,15 +128,15 @@ static inline unsigned size_class(size_t size)
 }
 
 /* ---- segment.c: segments, the segment map, pages ----------------------- */
-extern _Atomic(uint8_t) *segment_map;
-void segment_map_init(void);
+#define SEGMENT_MAP_LENGTH ((size_t)1 << (47 - SEGMENT_SHIFT))
+/* A byte per SEGMENT_SIZE region of the 47-bit address space, in .bss: its
+ * untouched pages cost no memory, and it is valid before initialisation. */
+extern _Atomic(uint8_t) segment_map[SEGMENT_MAP_LENGTH];
 
 static inline struct segment *segment_of(const void *p)
 {
     return (struct segment *)((uintptr_t)p & ~(uintptr_t)SEGMENT_MASK);
 }
-
-#define SEGMENT_MAP_LENGTH ((size_t)1 << (47 - SEGMENT_SHIFT))
 
 static inline bool is_segment_pointer(const void *p)
 {
@@ -226,11 +229,10 @@ static inline void *alloc_inline(size_t size)
 static inline void free_inline(void *p)
 {
     if (likely(is_segment_pointer(p))) {
-        struct segment *segment = segment_of(p);
+        struct page *page = page_of(segment_of(p), p);
         struct heap *heap = thread_heap;
-        if (likely(atomic_load_explicit(&segment->owner, memory_order_relaxed) ==
+        if (likely(atomic_load_explicit(&page->owner, memory_order_relaxed) ==
                    (uintptr_t)heap)) {
-            struct page *page = page_of(segment, p);
             struct block *block = p;
             struct block *head = page->free;
             if (unlikely(head == block))

@@ -8,22 +8,13 @@
 
 #include "internal.h"
 
-_Atomic(uint8_t) *segment_map;
+_Atomic(uint8_t) segment_map[SEGMENT_MAP_LENGTH];
 
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct segment *cache_head;
 static size_t cache_count;
 
 #define ALL_DATA_SLICES (~(uint64_t)1) /* slice 0 holds the header */
-
-void segment_map_init(void)
-{
-    /* Reserved, not committed: a byte per segment-sized region of the
-     * 47-bit address space; untouched parts cost no memory. */
-    segment_map = os_map(SEGMENT_MAP_LENGTH);
-    if (segment_map == NULL)
-        report_fatal("cannot reserve the segment map", NULL);
-}
 
 static void map_set(struct segment *segment, uint8_t value)
 {
@@ -47,7 +38,6 @@ static struct segment *segment_new(struct heap *heap)
     }
     memset(segment, 0, sizeof *segment);
     segment->free_mask = ALL_DATA_SLICES;
-    atomic_store_explicit(&segment->owner, heap->owner_word, memory_order_relaxed);
     segment->next = heap->segments;
     if (heap->segments)
         heap->segments->prev = segment;
@@ -122,6 +112,7 @@ struct page *page_new(struct heap *heap, unsigned class_index)
     page->class_index = (uint8_t)class_index;
     page->slice_count = (uint8_t)length;
     page->in_use = 1;
+    atomic_store_explicit(&page->owner, heap->owner_word, memory_order_relaxed);
     return page;
 }
 
@@ -180,6 +171,7 @@ void page_release(struct heap *heap, struct page *page)
     page->in_use = 0;
     page->free = NULL;
     page->used = 0;
+    atomic_store_explicit(&page->owner, 0, memory_order_relaxed);
     segment->free_mask |= run;
     segment->dirty_mask |= run;
     segment->pages_in_use--;
@@ -208,7 +200,10 @@ void heap_segments_abandon(struct heap *heap)
             segment_release_to_os(segment);
         } else {
             segment_purge_dirty(segment);
-            atomic_store_explicit(&segment->owner, OWNER_ABANDONED, memory_order_release);
+            for (unsigned i = 1; i < SLICES_PER_SEGMENT; i++)
+                if (segment->pages[i].in_use)
+                    atomic_store_explicit(&segment->pages[i].owner, OWNER_ABANDONED,
+                                          memory_order_release);
         }
         segment = next;
     }
@@ -236,6 +231,7 @@ bool abandoned_page_release(struct page *page)
     uint64_t run = (((uint64_t)1 << page->slice_count) - 1) << first;
     page->in_use = 0;
     page->free = NULL;
+    atomic_store_explicit(&page->owner, 0, memory_order_relaxed);
     segment->free_mask |= run;
     segment->pages_in_use--;
     if (segment->pages_in_use == 0) {

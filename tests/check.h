@@ -4,6 +4,7 @@
 #ifndef STRATA_TEST_CHECK_H
 #define STRATA_TEST_CHECK_H
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

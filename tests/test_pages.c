@@ -27,8 +27,8 @@ int main(void)
     struct heap *heap = thread_heap;
     CHECK(heap != &heap_empty);
     struct segment *segment = segment_of(first);
-    CHECK(atomic_load(&segment->owner) == heap->owner_word);
     struct page *page = page_of(segment, first);
+    CHECK(atomic_load(&page->owner) == heap->owner_word);
     CHECK(page->in_use && page->block_size == 48 && page->used == 1);
     CHECK(heap->current[size_class(48)] == page);
     CHECK(heap->direct[(48 + 7) >> 3] == page);
@@ -67,7 +67,7 @@ int main(void)
         strata_free(blocks[i]);
     CHECK(page->in_use == 1);
     strata_free(first);
-    CHECK(page->in_use == 0);
+    CHECK(page->in_use == 0 && atomic_load(&page->owner) == 0);
     CHECK((segment->free_mask >> slice) & 1);
     CHECK(heap->available[size_class(48)] == NULL);
     strata_free(other);

@@ -1,0 +1,98 @@
+/* bench/threads.c: seed 002's table. 16000 blocks of random size 16..16384
+ * are split over T threads; each thread replaces random blocks of its share
+ * (free + malloc, writing into each block). Reports alloc/free operations
+ * per second, peak (Top) and final (Low: everything freed, threads exited)
+ * resident and virtual memory. Runs on whatever malloc the process has:
+ * bench/run.sh chooses it with LD_PRELOAD. */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common.h"
+
+static size_t total_blocks = 16000;
+static long total_replacements = 4000000;
+static int thread_count = 1;
+
+struct worker {
+    pthread_t thread;
+    unsigned long long rng;
+    size_t blocks;
+    long replacements;
+};
+
+static void touch(unsigned char *p, size_t size)
+{
+    /* Write the head, one byte per page and the tail: the block is really
+     * used, but the measure stays the allocator's, not memset's. */
+    memset(p, 0x5a, size < 16 ? size : 16);
+    for (size_t i = 4096; i < size; i += 4096)
+        p[i] = 1;
+    p[size - 1] = 2;
+}
+
+static size_t random_size(unsigned long long *rng)
+{
+    return 16 + (size_t)(bench_random(rng) % (16384 - 16 + 1));
+}
+
+static void *run_worker(void *arg)
+{
+    struct worker *w = arg;
+    unsigned char **blocks = malloc(w->blocks * sizeof *blocks);
+    for (size_t i = 0; i < w->blocks; i++) {
+        size_t size = random_size(&w->rng);
+        blocks[i] = malloc(size);
+        touch(blocks[i], size);
+    }
+    for (long r = 0; r < w->replacements; r++) {
+        size_t i = (size_t)(bench_random(&w->rng) % w->blocks);
+        free(blocks[i]);
+        size_t size = random_size(&w->rng);
+        blocks[i] = malloc(size);
+        touch(blocks[i], size);
+    }
+    for (size_t i = 0; i < w->blocks; i++)
+        free(blocks[i]);
+    free(blocks);
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (strcmp(argv[i], "-t") == 0)
+            thread_count = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "-n") == 0)
+            total_blocks = (size_t)atol(argv[i + 1]);
+        else if (strcmp(argv[i], "-r") == 0)
+            total_replacements = atol(argv[i + 1]);
+    }
+    if (thread_count < 1 || total_blocks < (size_t)thread_count) {
+        fprintf(stderr, "usage: threads [-t threads] [-n blocks] [-r replacements]\n");
+        return 2;
+    }
+    struct worker *workers = calloc((size_t)thread_count, sizeof *workers);
+    double start = bench_now();
+    for (int t = 0; t < thread_count; t++) {
+        workers[t].rng = 0x9e3779b97f4a7c15ull * (unsigned long long)(t + 1);
+        workers[t].blocks = total_blocks / (size_t)thread_count;
+        workers[t].replacements = total_replacements / thread_count;
+        pthread_create(&workers[t].thread, NULL, run_worker, &workers[t]);
+    }
+    for (int t = 0; t < thread_count; t++)
+        pthread_join(workers[t].thread, NULL);
+    double seconds = bench_now() - start;
+    free(workers);
+
+    double ops = 2.0 * (double)(total_blocks + (size_t)total_replacements);
+    struct bench_memory top = bench_peak_memory();
+    struct bench_memory low = bench_current_memory();
+    printf("threads=%d ops_per_sec=%.0f top_rss_mb=%.1f top_vm_mb=%.1f low_rss_mb=%.1f low_vm_mb=%.1f\n",
+           thread_count, ops / seconds, top.resident_mb, top.virtual_mb, low.resident_mb,
+           low.virtual_mb);
+    return 0;
+}

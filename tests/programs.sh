@@ -1,0 +1,52 @@
+#!/bin/sh
+# tests/programs.sh: real programs under LD_PRELOAD=libstrata.so, each
+# compared with the same run without it; plus the override probe, preloaded
+# and statically linked. Prints "checks: N passed, N failed".
+BUILD=${BUILD:-build}
+CC=${CC:-gcc}
+LIB=$(cd "$BUILD" && pwd)/libstrata.so
+pass=0
+fail=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+ok() { pass=$((pass + 1)); echo "ok   $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL $1"; }
+
+# same NAME CMD...: output and exit status with strata equal those without.
+same() {
+    name=$1; shift
+    if ! command -v "$1" >/dev/null 2>&1; then
+        bad "$name: $1 is not installed (apt-get install $name)"
+        return
+    fi
+    "$@" > "$tmp/plain" 2>&1; plain_rc=$?
+    LD_PRELOAD="$LIB" "$@" > "$tmp/strata" 2>&1; strata_rc=$?
+    if [ "$plain_rc" -eq "$strata_rc" ] && cmp -s "$tmp/plain" "$tmp/strata" && [ -s "$tmp/plain" ]; then
+        ok "$name under strata matches ($(head -c 60 "$tmp/plain" | tr '\n' ' '))"
+    else
+        bad "$name: exit $plain_rc vs $strata_rc"; diff "$tmp/plain" "$tmp/strata" | head -5
+    fi
+}
+
+# The override reaches strata, preloaded and linked statically.
+if $CC -std=gnu11 -O1 -Iinclude tests/programs/probe.c -o "$tmp/probe" -ldl -L"$BUILD" -Wl,--as-needed \
+    && LD_PRELOAD="$LIB" "$tmp/probe" libstrata.so > "$tmp/out" 2>&1 \
+    && grep -q '^checks: [0-9]* passed, 0 failed' "$tmp/out"; then ok "probe under LD_PRELOAD"
+else bad "probe under LD_PRELOAD"; cat "$tmp/out"; fi
+if $CC -std=gnu11 -O1 -Iinclude tests/programs/probe.c "$BUILD/libstrata.a" -o "$tmp/probe_static" -ldl -lpthread \
+    && "$tmp/probe_static" probe_static > "$tmp/out" 2>&1 \
+    && grep -q '^checks: [0-9]* passed, 0 failed' "$tmp/out"; then ok "probe linked with libstrata.a"
+else bad "probe linked with libstrata.a"; cat "$tmp/out"; fi
+
+same python3 python3 tests/programs/alloc_heavy.py
+same zsh zsh -f tests/programs/grow.zsh
+same tclsh tclsh tests/programs/threads.tcl
+same gcc gcc -O2 -S -o - bench/threads.c
+# A threaded program forking under the override (the fork test, preloaded).
+if [ -x "$BUILD/tests/test_fork" ] && LD_PRELOAD="$LIB" "$BUILD/tests/test_fork" > "$tmp/out" 2>&1; then
+    ok "fork test under LD_PRELOAD"
+else bad "fork test under LD_PRELOAD"; cat "$tmp/out"; fi
+
+echo "checks: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

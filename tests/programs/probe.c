@@ -1,0 +1,50 @@
+/* probe.c: run under LD_PRELOAD=libstrata.so, or linked with libstrata.a;
+ * checks that the standard names reach strata and keep their contracts. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <malloc.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../check.h"
+#include "strata.h"
+
+int main(int argc, char **argv)
+{
+    const char *expect = argc > 1 ? argv[1] : "libstrata.so";
+    Dl_info info;
+    void *(*volatile malloc_fn)(size_t) = malloc;
+    CHECK(dladdr((void *)malloc_fn, &info) != 0 && info.dli_fname != NULL &&
+          strstr(info.dli_fname, expect) != NULL);
+    void *p = malloc(1000);
+    CHECK(p != NULL && malloc_usable_size(p) == 1024); /* strata's class, not glibc's 1000 */
+    CHECK(strata_usable_size(p) == 1024);
+    free(p);
+    void *q = NULL;
+    CHECK(posix_memalign(&q, 4096, 10) == 0 && ((uintptr_t)q & 4095) == 0);
+    free(q);
+    q = aligned_alloc(1 << 20, 100);
+    CHECK(q != NULL && ((uintptr_t)q & ((1 << 20) - 1)) == 0);
+    free(q);
+    q = memalign(256, 1000);
+    CHECK(q != NULL && ((uintptr_t)q & 255) == 0);
+    free(q);
+    q = valloc(100);
+    CHECK(q != NULL && ((uintptr_t)q & 4095) == 0 && malloc_usable_size(q) >= 100);
+    free(q);
+    errno = 0;
+    CHECK(calloc(SIZE_MAX / 4, 8) == NULL && errno == ENOMEM);
+    errno = 0;
+    CHECK(reallocarray(NULL, SIZE_MAX / 4, 8) == NULL && errno == ENOMEM);
+    char *s = strdup("strata"); /* libc's own allocation goes through strata */
+    CHECK(s != NULL && strata_usable_size(s) == 8);
+    free(s);
+    char *r = realloc(NULL, 300000);
+    CHECK(r != NULL);
+    memset(r, 7, 300000);
+    r = realloc(r, 3000000);
+    CHECK(r != NULL && r[299999] == 7);
+    CHECK(realloc(r, 0) == NULL);
+    return check_finish();
+}

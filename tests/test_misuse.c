@@ -1,0 +1,174 @@
+/* test_misuse.c: each misuse runs in a child process (this program again,
+ * with the case name and STRATA_CHECK set); the parent checks how the child
+ * ended and that strata's report names the address. */
+#include <pthread.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include "check.h"
+#include "strata.h"
+
+static void say_address(const void *p)
+{
+    printf("%p\n", p);
+    fflush(stdout);
+}
+
+static void *free_in_thread(void *p)
+{
+    strata_free(p);
+    return NULL;
+}
+
+static int run_case(const char *name)
+{
+    if (strcmp(name, "double-free") == 0) {
+        char *p = strata_malloc(100);
+        say_address(p);
+        strata_free(p);
+        strata_free(p);
+    } else if (strcmp(name, "double-free-later") == 0) {
+        char *p = strata_malloc(100), *q = strata_malloc(100);
+        say_address(p);
+        strata_free(p);
+        strata_free(q);
+        strata_free(p);
+    } else if (strcmp(name, "double-free-remote") == 0) {
+        char *p = strata_malloc(300);
+        say_address(p);
+        pthread_t t;
+        pthread_create(&t, NULL, free_in_thread, p);
+        pthread_join(t, NULL);
+        strata_free(p);
+    } else if (strcmp(name, "interior") == 0) {
+        char *p = strata_malloc(100);
+        say_address(p + 8);
+        strata_free(p + 8);
+    } else if (strcmp(name, "foreign") == 0) {
+        static char not_ours[64];
+        say_address(not_ours + 16);
+        strata_free(not_ours + 16);
+    } else if (strcmp(name, "large-double") == 0) {
+        char *p = strata_malloc(1 << 20);
+        say_address(p);
+        strata_free(p);
+        strata_free(p);
+    } else if (strcmp(name, "realloc-foreign") == 0) {
+        static char not_ours[64];
+        say_address(not_ours);
+        strata_realloc(not_ours, 100);
+    } else if (strcmp(name, "clean") == 0) {
+        /* Heavy correct use: checked mode must not report anything. */
+        void *held[512] = {0};
+        unsigned long long rng = 5;
+        for (int i = 0; i < 50000; i++) {
+            unsigned slot = (unsigned)(check_random(&rng) % 512);
+            if (held[slot] && check_random(&rng) % 4 == 0) {
+                pthread_t t;
+                pthread_create(&t, NULL, free_in_thread, held[slot]);
+                pthread_join(t, NULL);
+            } else {
+                strata_free(held[slot]);
+            }
+            size_t r = check_random(&rng);
+            held[slot] = r % 3 ? strata_malloc(r % 3000) : strata_realloc(NULL, r % 300000);
+        }
+        for (int i = 0; i < 512; i++)
+            strata_free(held[i]);
+        say_address(NULL);
+    } else {
+        return 2;
+    }
+    return 0;
+}
+
+struct outcome {
+    int status;
+    char output[4096];
+};
+
+static struct outcome spawn(const char *name, const char *check_value)
+{
+    struct outcome result = {0, ""};
+    int pipe_fds[2];
+    if (pipe(pipe_fds) != 0)
+        return result;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(pipe_fds[1], 1);
+        dup2(pipe_fds[1], 2);
+        close(pipe_fds[0]);
+        if (check_value)
+            setenv("STRATA_CHECK", check_value, 1);
+        else
+            unsetenv("STRATA_CHECK");
+        execl("/proc/self/exe", "test_misuse", name, (char *)NULL);
+        _exit(127);
+    }
+    close(pipe_fds[1]);
+    size_t length = 0;
+    ssize_t n;
+    while ((n = read(pipe_fds[0], result.output + length, sizeof result.output - 1 - length)) > 0)
+        length += (size_t)n;
+    result.output[length] = '\0';
+    close(pipe_fds[0]);
+    waitpid(pid, &result.status, 0);
+    return result;
+}
+
+static int aborted(const struct outcome *o)
+{
+    return WIFSIGNALED(o->status) && WTERMSIG(o->status) == SIGABRT;
+}
+
+static int exited_cleanly(const struct outcome *o)
+{
+    return WIFEXITED(o->status) && WEXITSTATUS(o->status) == 0;
+}
+
+/* The report must carry the address the child printed on its first line. */
+static int reports(const struct outcome *o, const char *what)
+{
+    char address[64] = "";
+    sscanf(o->output, "%63s", address);
+    const char *line = strstr(o->output, "strata: ");
+    return line != NULL && strstr(line, what) != NULL && strstr(line, address) != NULL;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 2)
+        return run_case(argv[1]);
+
+    struct outcome o = spawn("double-free", NULL);
+    CHECK(aborted(&o) && reports(&o, "double free"));
+    o = spawn("double-free", "1");
+    CHECK(aborted(&o) && reports(&o, "double free"));
+    o = spawn("double-free-later", "1");
+    CHECK(aborted(&o) && reports(&o, "double free"));
+    o = spawn("double-free-remote", "1");
+    CHECK(aborted(&o) && reports(&o, "double free"));
+    o = spawn("interior", "1");
+    CHECK(aborted(&o) && reports(&o, "not the start of a block"));
+    o = spawn("foreign", "1");
+    CHECK(aborted(&o) && reports(&o, "did not allocate"));
+    o = spawn("large-double", "1");
+    CHECK(aborted(&o) && reports(&o, "did not allocate"));
+    o = spawn("realloc-foreign", NULL);
+    CHECK(aborted(&o) && reports(&o, "did not allocate"));
+
+    /* Default mode: a pointer that is not strata's is reported and ignored,
+     * which corrupts nothing. */
+    o = spawn("foreign", NULL);
+    CHECK(exited_cleanly(&o) && reports(&o, "did not allocate, ignored"));
+    o = spawn("large-double", NULL);
+    CHECK(exited_cleanly(&o) && reports(&o, "did not allocate, ignored"));
+
+    /* No false alarm from checked mode on heavy correct use. */
+    o = spawn("clean", "1");
+    CHECK(exited_cleanly(&o) && strstr(o.output, "strata:") == NULL);
+    /* A malformed option value is reported, and the default is used. */
+    o = spawn("clean", "maybe");
+    CHECK(exited_cleanly(&o) && strstr(o.output, "STRATA_CHECK is not 0/1") != NULL);
+    return check_finish();
+}
