@@ -1,7 +1,7 @@
-/* free.c: every way a block comes back. The owner frees into the page with
- * no atomics; another thread pushes the block onto the owner heap's remote
- * list with one compare-and-swap; a block of an abandoned segment (its thread
- * has exited) is freed under the one abandoned lock. Checked mode validates
+/* free.c: every way a block comes back but the inline one (into the owner's
+ * bin). Another thread pushes the block onto the owner heap's remote list
+ * with one compare-and-swap; a block of an abandoned segment (its thread has
+ * exited) is freed under the one abandoned lock. Checked mode validates
  * every pointer first and marks freed blocks with a canary. */
 #include <pthread.h>
 
@@ -15,16 +15,6 @@ static _Atomic bool foreign_warned;
 static inline uintptr_t canary_of(const void *p)
 {
     return (uintptr_t)p ^ CANARY_KEY;
-}
-
-static void free_local_push(struct heap *heap, struct page *page, struct block *block)
-{
-    struct block *head = page->free;
-    block->next = head;
-    page->free = block;
-    page->used--;
-    if (unlikely(head == NULL || page->used == 0))
-        heap_free_event(heap, page);
 }
 
 void free_abandoned(struct segment *segment, struct page *page, struct block *block)
@@ -48,14 +38,10 @@ void free_redispatch(void *p)
     struct page *page = page_of(segment, p);
     struct block *block = p;
     struct heap *self = thread_heap;
-    uintptr_t owner = atomic_load_explicit(&page->owner, memory_order_acquire);
+    uintptr_t owner = atomic_load_explicit(&segment->owner, memory_order_acquire);
     for (;;) {
-        if (unlikely(owner == 0))
-            report_fatal("free of a pointer into memory that is not allocated", p);
         if (owner == self->owner_word) {
-            if (unlikely(page->free == block))
-                report_fatal("double free", p);
-            free_local_push(self, page, block);
+            page_free_block(self, page, block);
             return;
         }
         if (owner == OWNER_ABANDONED) {
@@ -73,17 +59,17 @@ void free_redispatch(void *p)
                                                         memory_order_relaxed));
         if (old != REMOTE_CLOSED)
             return;
-        /* The owner is exiting: its pages are marked abandoned before its
+        /* The owner is exiting: its segments are marked abandoned before its
          * list closes, so the owner word has changed by now. */
-        owner = atomic_load_explicit(&page->owner, memory_order_acquire);
+        owner = atomic_load_explicit(&segment->owner, memory_order_acquire);
     }
 }
 
 void free_collected(struct heap *heap, struct block *block)
 {
-    struct page *page = page_of(segment_of(block), block);
-    if (atomic_load_explicit(&page->owner, memory_order_relaxed) == heap->owner_word)
-        free_local_push(heap, page, block);
+    struct segment *segment = segment_of(block);
+    if (atomic_load_explicit(&segment->owner, memory_order_relaxed) == heap->owner_word)
+        page_free_block(heap, page_of(segment, block), block);
     else
         free_redispatch(block); /* a stale push into a recycled heap */
 }

@@ -1,10 +1,11 @@
 /* heap.c: thread heaps. Each thread allocates from its own heap without
- * locks; a heap's pages are reached through current[] (and direct[] for the
- * inline path) and per-class lists of pages with free blocks. Invariants: a
- * page is current, listed, or full (neither); direct[] mirrors current[]
- * except in checked mode, where it points at page_empty so every call takes
- * the checked slow path. Heaps live in a pool and are never unmapped, so a
- * late remote free can always reach the heap it read from a segment. */
+ * locks: first from per-class bins (a bounded cache of free blocks, which is
+ * all the inline paths touch), then from the pages behind them. Invariants:
+ * a page is current, listed on its class's available list, or full
+ * (neither); bins hold only blocks of pages this heap owns, counted in their
+ * page's `used`; in checked mode bins have no room, so every call takes the
+ * checked slow path. Heaps live in a pool and are never unmapped, so a late
+ * remote free can always reach the heap it read from a segment. */
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -14,7 +15,6 @@
 
 struct page page_empty;
 struct heap heap_empty = {
-    .direct = {[0 ... DIRECT_COUNT - 1] = &page_empty},
     .current = {[0 ... CLASS_COUNT - 1] = &page_empty},
     .owner_word = OWNER_NONE,
 };
@@ -78,6 +78,14 @@ void strata_init(void)
     atomic_store_explicit(&init_state, 2, memory_order_release);
 }
 
+/* Initialise while the process has one thread, before main or when the
+ * library is loaded: a fork can then never catch initialisation half done.
+ * Calls that come earlier (other constructors) initialise on first use. */
+__attribute__((constructor)) static void strata_init_at_load(void)
+{
+    strata_init();
+}
+
 static struct heap *heap_from_pool(void)
 {
     pthread_mutex_lock(&pool_lock);
@@ -107,12 +115,14 @@ static struct heap *heap_acquire(void)
     struct heap *heap = heap_from_pool();
     if (heap == NULL)
         return NULL;
-    for (size_t i = 0; i < DIRECT_COUNT; i++)
-        heap->direct[i] = &page_empty;
     for (size_t c = 0; c < CLASS_COUNT; c++) {
         heap->current[c] = &page_empty;
         heap->available[c] = NULL;
+        size_t limit = BIN_BYTES / class_size[c];
+        limit = limit < BIN_MIN_BLOCKS ? BIN_MIN_BLOCKS : limit > BIN_MAX_BLOCKS ? BIN_MAX_BLOCKS : limit;
+        heap->bins[c] = (struct bin){NULL, 0, strata_options.check ? 0 : (uint32_t)limit};
     }
+    heap->bins[CLASS_NONE] = (struct bin){NULL, 0, 0};
     heap->segments = NULL;
     heap->dirty_slices = 0;
     heap->next_free = NULL;
@@ -121,17 +131,6 @@ static struct heap *heap_acquire(void)
     thread_heap = heap;
     pthread_setspecific(exit_key, heap);
     return heap;
-}
-
-static void set_current(struct heap *heap, unsigned class_index, struct page *page)
-{
-    heap->current[class_index] = page;
-    if (class_size[class_index] > DIRECT_MAX || strata_options.check)
-        return;
-    size_t first = class_index == 0 ? 0 : class_size[class_index - 1] / 8 + 1;
-    size_t last = class_size[class_index] / 8;
-    for (size_t i = first; i <= last; i++)
-        heap->direct[i] = page;
 }
 
 static void list_remove(struct heap *heap, struct page *page)
@@ -157,12 +156,19 @@ static void list_push(struct heap *heap, struct page *page)
     page->listed = 1;
 }
 
-void heap_free_event(struct heap *heap, struct page *page)
+void page_free_block(struct heap *heap, struct page *page, struct block *block)
 {
     if (unlikely(!page->in_use))
-        report_fatal("free of a block that is not allocated", page->free);
-    unsigned class_index = page->class_index;
-    if (page == heap->current[class_index])
+        report_fatal("free of a block that is not allocated", block);
+    struct block *head = page->free;
+    if (unlikely(head == block))
+        report_fatal("double free", block);
+    block->next = head;
+    page->free = block;
+    page->used--;
+    if (likely(head != NULL && page->used != 0))
+        return;
+    if (page == heap->current[page->class_index])
         return;
     if (page->used == 0) {
         if (page->listed)
@@ -173,35 +179,97 @@ void heap_free_event(struct heap *heap, struct page *page)
     }
 }
 
-static STRATA_NOINLINE void *refill(struct heap *heap, unsigned class_index)
+/* Makes current[class] a page with a free block; false when out of memory. */
+static bool current_with_free(struct heap *heap, unsigned class_index)
 {
-    if (atomic_load_explicit(&heap->remote, memory_order_relaxed) != NULL)
-        heap_collect_remote(heap);
     struct page *page = heap->current[class_index];
-    if (page->free == NULL && !page_extend(page)) {
-        page = heap->available[class_index];
-        if (page != NULL) {
-            list_remove(heap, page);
-        } else {
-            page = page_new(heap, class_index);
-            if (page == NULL) {
-                errno = ENOMEM;
-                return NULL;
-            }
-            page_extend(page);
-        }
-        set_current(heap, class_index, page);
+    if (page->free != NULL || page_extend(page))
+        return true;
+    if (atomic_load_explicit(&heap->remote, memory_order_relaxed) != NULL) {
+        heap_collect_remote(heap);
+        if (page->free != NULL)
+            return true;
     }
-    return block_pop(page);
+    page = heap->available[class_index];
+    if (page != NULL) {
+        list_remove(heap, page);
+    } else {
+        page = page_new(heap, class_index);
+        if (page == NULL)
+            return false;
+        page_extend(page);
+    }
+    heap->current[class_index] = page;
+    return true;
 }
 
-static void *alloc_class(struct heap *heap, unsigned class_index)
+void *heap_bin_refill(struct heap *heap, unsigned class_index)
 {
+    if (!current_with_free(heap, class_index)) {
+        errno = ENOMEM;
+        return NULL;
+    }
     struct page *page = heap->current[class_index];
-    void *block = likely(page->free != NULL) ? block_pop(page) : refill(heap, class_index);
-    if (unlikely(strata_options.check) && block != NULL && class_size[class_index] >= 16)
-        ((uintptr_t *)block)[1] = 0; /* clear the freed-block canary */
-    return block;
+    struct block *first = block_pop(page);
+    if (unlikely(strata_options.check)) {
+        if (class_size[class_index] >= 16)
+            ((uintptr_t *)first)[1] = 0; /* clear the freed-block canary */
+        return first;
+    }
+    /* Move the page's free blocks into the (empty) bin so the next calls
+     * stay inline: all at once when they fit, the list's length being
+     * capacity - used; else half a bin, walked. */
+    struct bin *bin = &heap->bins[class_index];
+    struct block *taken = page->free;
+    uint32_t moved = page->capacity - page->used;
+    if (taken == NULL)
+        return first;
+    if (moved <= bin->limit) {
+        page->free = NULL;
+    } else {
+        struct block *last = taken;
+        for (moved = 1; moved < bin->limit / 2; moved++)
+            last = last->next;
+        page->free = last->next;
+        last->next = NULL;
+    }
+    bin->head = taken;
+    bin->count = moved;
+    page->used += moved;
+    return first;
+}
+
+void heap_bin_flush(struct heap *heap, struct bin *bin)
+{
+    uint32_t keep = bin->limit / 2;
+    struct block *block = bin->head;
+    for (uint32_t i = 1; i < keep; i++)
+        block = block->next;
+    struct block *rest = keep ? block->next : block;
+    if (keep)
+        block->next = NULL;
+    else
+        bin->head = NULL;
+    bin->count = keep;
+    while (rest != NULL) {
+        struct block *next = rest->next;
+        page_free_block(heap, page_of(segment_of(rest), rest), rest);
+        rest = next;
+    }
+}
+
+static void bins_flush_all(struct heap *heap)
+{
+    for (unsigned c = 0; c < CLASS_COUNT; c++) {
+        struct block *block = heap->bins[c].head;
+        heap->bins[c].head = NULL;
+        heap->bins[c].count = 0;
+        while (block != NULL) {
+            struct block *next = block->next;
+            page_free_block(heap, page_of(segment_of(block), block), block);
+            block = next;
+        }
+    }
 }
 
 void *heap_alloc_class(unsigned class_index)
@@ -214,21 +282,23 @@ void *heap_alloc_class(unsigned class_index)
             return NULL;
         }
     }
-    return alloc_class(heap, class_index);
+    struct bin *bin = &heap->bins[class_index];
+    struct block *block = bin->head;
+    if (block != NULL) {
+        bin->head = block->next;
+        bin->count--;
+        return block;
+    }
+    return heap_bin_refill(heap, class_index);
 }
 
 void *heap_alloc_slow(struct heap *heap, size_t size)
 {
     if (unlikely(size > SMALL_MAX))
         return large_alloc(size, 0);
-    if (unlikely(heap == &heap_empty)) {
-        heap = heap_acquire();
-        if (heap == NULL) {
-            errno = ENOMEM;
-            return NULL;
-        }
-    }
-    return alloc_class(heap, size_class(size));
+    if (unlikely(heap == &heap_empty))
+        return heap_alloc_class(size_class(size));
+    return heap_bin_refill(heap, size_class(size));
 }
 
 void heap_collect_remote(struct heap *heap)
@@ -243,6 +313,7 @@ void heap_collect_remote(struct heap *heap)
 
 static void heap_abandon(struct heap *heap)
 {
+    bins_flush_all(heap);
     heap_collect_remote(heap);
     for (unsigned c = 0; c < CLASS_COUNT; c++) {
         struct page *page = heap->current[c];
@@ -253,8 +324,6 @@ static void heap_abandon(struct heap *heap)
             page->listed = 0;
         heap->available[c] = NULL;
     }
-    for (size_t i = 0; i < DIRECT_COUNT; i++)
-        heap->direct[i] = &page_empty;
     heap_segments_abandon(heap);
     /* From here every free of this heap's blocks takes the abandoned path;
      * closing the list sends late remote frees there too. */
@@ -292,4 +361,62 @@ void heap_unlock_all(void)
 void heap_fork_child(void)
 {
     pthread_mutex_init(&pool_lock, NULL);
+}
+
+/* ---- invariant checker (tests and checked builds) ----------------------- */
+static size_t list_length(const struct block *block, size_t bound)
+{
+    size_t n = 0;
+    for (; block != NULL && n <= bound; block = block->next)
+        n++;
+    return n;
+}
+
+static bool page_contains(const struct page *page, const void *p)
+{
+    size_t offset = (size_t)((const char *)p - page->start);
+    return (const char *)p >= page->start && offset % page->block_size == 0 &&
+           offset / page->block_size < page->capacity;
+}
+
+size_t heap_check(const struct heap *heap)
+{
+    size_t problems = 0;
+    for (unsigned c = 0; c < CLASS_COUNT; c++) {
+        const struct bin *bin = &heap->bins[c];
+        problems += list_length(bin->head, bin->limit + 1) != bin->count;
+        problems += bin->count > bin->limit;
+        for (const struct block *b = bin->head; b != NULL; b = b->next) {
+            const struct segment *segment = segment_of(b);
+            const struct page *page = page_of((struct segment *)segment, b);
+            problems += atomic_load(&segment->owner) != heap->owner_word;
+            problems += !page->in_use || page->class_index != c || !page_contains(page, b);
+        }
+        for (const struct page *page = heap->available[c]; page != NULL; page = page->next)
+            problems += !page->listed || page->class_index != c || page->free == NULL;
+    }
+    for (const struct segment *s = heap->segments; s != NULL; s = s->next) {
+        problems += atomic_load(&s->owner) != heap->owner_word;
+        problems += (s->dirty_mask & ~s->free_mask) != 0 || (s->free_mask & 1) != 0;
+        uint64_t covered = 0;
+        unsigned in_use = 0;
+        for (unsigned i = 1; i < SLICES_PER_SEGMENT; i++) {
+            const struct page *page = &s->pages[i];
+            if (!page->in_use)
+                continue;
+            in_use++;
+            uint64_t run = (((uint64_t)1 << page->slice_count) - 1) << i;
+            problems += (covered & run) != 0 || (s->free_mask & run) != 0;
+            covered |= run;
+            for (unsigned k = i; k < i + page->slice_count; k++)
+                problems += s->page_of_slice[k] != i || s->class_of_slice[k] != page->class_index;
+            problems += page->used > page->capacity || page->capacity > page->reserved;
+            problems += list_length(page->free, page->capacity) != page->capacity - page->used;
+            for (const struct block *b = page->free; b != NULL; b = b->next)
+                problems += !page_contains(page, b);
+        }
+        problems += (covered | s->free_mask | 1) != ~(uint64_t)0;
+        problems += in_use != s->pages_in_use;
+    }
+    return problems;
 }

@@ -32,12 +32,21 @@
 /* Empty, purged segments kept mapped process-wide to avoid mmap churn. */
 #define SEGMENT_CACHE_MAX 4
 
-/* Owner word of a page: a heap pointer, optionally tagged in checked mode
- * so that the inline local-free comparison never matches; 0 while the page
- * holds no blocks; OWNER_ABANDONED once its heap's thread has exited. */
+/* Owner word of a segment: a heap pointer, optionally tagged in checked mode
+ * so that the inline local-free comparison never matches, or
+ * OWNER_ABANDONED once its heap's thread has exited. */
 #define OWNER_CHECK_TAG ((uintptr_t)1)
 #define OWNER_ABANDONED ((uintptr_t)2)
-#define OWNER_NONE ((uintptr_t)3) /* the empty heap's word: matches no page */
+#define OWNER_NONE ((uintptr_t)3) /* the empty heap's word: matches no segment */
+
+/* class_of_slice of a slice that holds no page: its bin never has room, so a
+ * free there takes the slow path, which reports it. */
+#define CLASS_NONE CLASS_COUNT
+/* A thread's cache keeps at most this many bytes of free blocks per class,
+ * and at least BIN_MIN_BLOCKS blocks. */
+#define BIN_BYTES ((size_t)32 * 1024)
+#define BIN_MIN_BLOCKS 4
+#define BIN_MAX_BLOCKS 256
 
 /* The remote-free list of a heap whose thread is gone. */
 #define REMOTE_CLOSED ((struct block *)(uintptr_t)1)
@@ -49,7 +58,6 @@ struct block {
 struct heap;
 
 struct page {
-    _Atomic uintptr_t owner;  /* read by every free: first, with free */
     struct block *free;       /* blocks ready to hand out */
     uint32_t used;            /* blocks handed out and not yet freed locally */
     uint32_t capacity;        /* blocks carved so far */
@@ -64,18 +72,27 @@ struct page {
 };
 
 struct segment {
-    /* First cache line: what every free reads. */
-    uint8_t page_of_slice[SLICES_PER_SEGMENT]; /* first slice of its page */
+    _Atomic uintptr_t owner;     /* heap | tag, or OWNER_ABANDONED */
     uint64_t free_mask;          /* slices not in a page */
     uint64_t dirty_mask;         /* free slices that may still be resident */
     struct segment *next, *prev; /* owner heap's list, or the cache */
     uint32_t pages_in_use;
+    /* The owner's line and this one are all that a local free reads. */
+    _Alignas(64) uint8_t class_of_slice[SLICES_PER_SEGMENT];
+    uint8_t page_of_slice[SLICES_PER_SEGMENT]; /* first slice of its page */
     _Alignas(64) struct page pages[SLICES_PER_SEGMENT]; /* valid at first slices */
 };
 
+/* A thread's cache of free blocks of one class, in front of the pages. */
+struct bin {
+    struct block *head;
+    uint32_t count;
+    uint32_t limit; /* 0 in checked mode: every call goes to the pages */
+};
+
 struct heap {
-    struct page *direct[DIRECT_COUNT]; /* (size + 7) / 8 -> current page */
-    struct page *current[CLASS_COUNT];
+    struct bin bins[CLASS_COUNT + 1];  /* the last is CLASS_NONE's, never room */
+    struct page *current[CLASS_COUNT]; /* the page bins refill from */
     struct page *available[CLASS_COUNT]; /* pages with free blocks */
     _Atomic(struct block *) remote;      /* blocks freed by other threads */
     struct segment *segments;
@@ -145,10 +162,14 @@ static inline bool is_segment_pointer(const void *p)
            atomic_load_explicit(&segment_map[index], memory_order_relaxed);
 }
 
+static inline unsigned slice_of(const void *p)
+{
+    return (unsigned)(((uintptr_t)p & SEGMENT_MASK) >> SLICE_SHIFT);
+}
+
 static inline struct page *page_of(struct segment *segment, const void *p)
 {
-    size_t slice = ((uintptr_t)p & SEGMENT_MASK) >> SLICE_SHIFT;
-    return &segment->pages[segment->page_of_slice[slice]];
+    return &segment->pages[segment->page_of_slice[slice_of(p)]];
 }
 
 struct page *page_new(struct heap *heap, unsigned class_index);
@@ -172,10 +193,18 @@ extern struct page page_empty;
 extern STRATA_TLS struct heap *thread_heap;
 
 void *heap_alloc_slow(struct heap *heap, size_t size);
+/* Takes the block for a class whose bin is empty: refills the bin. */
+void *heap_bin_refill(struct heap *heap, unsigned class_index);
+/* Returns half of a full bin's blocks to their pages. */
+void heap_bin_flush(struct heap *heap, struct bin *bin);
+/* Returns a block to its page, in the heap that owns it. */
+void page_free_block(struct heap *heap, struct page *page, struct block *block);
 /* Allocates a block of the class from the calling thread's heap. */
 void *heap_alloc_class(unsigned class_index);
-void heap_free_event(struct heap *heap, struct page *page);
 void heap_collect_remote(struct heap *heap);
+/* Counts broken invariants of a heap (bins, pages, segments): 0 when sound.
+ * Call it from the heap's own thread. */
+size_t heap_check(const struct heap *heap);
 void heap_fork_child(void);
 void heap_lock_all(void);
 void heap_unlock_all(void);
@@ -218,10 +247,15 @@ static inline void *block_pop(struct page *page)
 static inline void *alloc_inline(size_t size)
 {
     struct heap *heap = thread_heap;
-    if (likely(size <= DIRECT_MAX)) {
-        struct page *page = heap->direct[(size + 7) >> 3];
-        if (likely(page->free != NULL))
-            return block_pop(page);
+    if (likely(size <= SMALL_MAX)) {
+        unsigned c = size <= DIRECT_MAX ? class_of_direct[(size + 7) >> 3] : size_class(size);
+        struct bin *bin = &heap->bins[c];
+        struct block *block = bin->head;
+        if (likely(block != NULL)) {
+            bin->head = block->next;
+            bin->count--;
+            return block;
+        }
     }
     return heap_alloc_slow(heap, size);
 }
@@ -229,19 +263,19 @@ static inline void *alloc_inline(size_t size)
 static inline void free_inline(void *p)
 {
     if (likely(is_segment_pointer(p))) {
-        struct page *page = page_of(segment_of(p), p);
+        struct segment *segment = segment_of(p);
         struct heap *heap = thread_heap;
-        if (likely(atomic_load_explicit(&page->owner, memory_order_relaxed) ==
+        if (likely(atomic_load_explicit(&segment->owner, memory_order_relaxed) ==
                    (uintptr_t)heap)) {
+            struct bin *bin = &heap->bins[segment->class_of_slice[slice_of(p)]];
             struct block *block = p;
-            struct block *head = page->free;
-            if (unlikely(head == block))
+            if (unlikely(block == bin->head))
                 report_fatal("double free", p);
-            block->next = head;
-            page->free = block;
-            page->used--;
-            if (unlikely(head == NULL || page->used == 0))
-                heap_free_event(heap, page);
+            block->next = bin->head;
+            bin->head = block;
+            if (likely(++bin->count <= bin->limit))
+                return;
+            heap_bin_flush(heap, bin);
             return;
         }
     }

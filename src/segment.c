@@ -37,7 +37,9 @@ static struct segment *segment_new(struct heap *heap)
             return NULL;
     }
     memset(segment, 0, sizeof *segment);
+    memset(segment->class_of_slice, CLASS_NONE, sizeof segment->class_of_slice);
     segment->free_mask = ALL_DATA_SLICES;
+    atomic_store_explicit(&segment->owner, heap->owner_word, memory_order_relaxed);
     segment->next = heap->segments;
     if (heap->segments)
         heap->segments->prev = segment;
@@ -103,6 +105,7 @@ struct page *page_new(struct heap *heap, unsigned class_index)
     segment->dirty_mask &= ~run;
     segment->pages_in_use++;
     memset(&segment->page_of_slice[first], (int)first, length);
+    memset(&segment->class_of_slice[first], (int)class_index, length);
 
     struct page *page = &segment->pages[first];
     memset(page, 0, sizeof *page);
@@ -112,7 +115,6 @@ struct page *page_new(struct heap *heap, unsigned class_index)
     page->class_index = (uint8_t)class_index;
     page->slice_count = (uint8_t)length;
     page->in_use = 1;
-    atomic_store_explicit(&page->owner, heap->owner_word, memory_order_relaxed);
     return page;
 }
 
@@ -121,9 +123,10 @@ bool page_extend(struct page *page)
     if (page->capacity == page->reserved)
         return false;
     size_t size = page->block_size;
+    /* About an OS page of blocks at a time: carving writes into each. */
     size_t count = 4096 / size;
-    if (count == 0)
-        count = 1;
+    if (count < BIN_MIN_BLOCKS)
+        count = BIN_MIN_BLOCKS;
     if (count > page->reserved - page->capacity)
         count = page->reserved - page->capacity;
     char *first = page->start + (size_t)page->capacity * size;
@@ -171,7 +174,7 @@ void page_release(struct heap *heap, struct page *page)
     page->in_use = 0;
     page->free = NULL;
     page->used = 0;
-    atomic_store_explicit(&page->owner, 0, memory_order_relaxed);
+    memset(&segment->class_of_slice[first], CLASS_NONE, page->slice_count);
     segment->free_mask |= run;
     segment->dirty_mask |= run;
     segment->pages_in_use--;
@@ -200,10 +203,7 @@ void heap_segments_abandon(struct heap *heap)
             segment_release_to_os(segment);
         } else {
             segment_purge_dirty(segment);
-            for (unsigned i = 1; i < SLICES_PER_SEGMENT; i++)
-                if (segment->pages[i].in_use)
-                    atomic_store_explicit(&segment->pages[i].owner, OWNER_ABANDONED,
-                                          memory_order_release);
+            atomic_store_explicit(&segment->owner, OWNER_ABANDONED, memory_order_release);
         }
         segment = next;
     }
@@ -231,7 +231,7 @@ bool abandoned_page_release(struct page *page)
     uint64_t run = (((uint64_t)1 << page->slice_count) - 1) << first;
     page->in_use = 0;
     page->free = NULL;
-    atomic_store_explicit(&page->owner, 0, memory_order_relaxed);
+    memset(&segment->class_of_slice[first], CLASS_NONE, page->slice_count);
     segment->free_mask |= run;
     segment->pages_in_use--;
     if (segment->pages_in_use == 0) {

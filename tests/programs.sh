@@ -30,14 +30,20 @@ same() {
 }
 
 # The override reaches strata, preloaded and linked statically.
-if $CC -std=gnu11 -O1 -Iinclude tests/programs/probe.c -o "$tmp/probe" -ldl -L"$BUILD" -Wl,--as-needed \
+if $CC -std=gnu11 -O1 -Wall -Wextra -Werror -D_GNU_SOURCE -Iinclude tests/programs/probe.c -o "$tmp/probe" -ldl \
     && LD_PRELOAD="$LIB" "$tmp/probe" libstrata.so > "$tmp/out" 2>&1 \
     && grep -q '^checks: [0-9]* passed, 0 failed' "$tmp/out"; then ok "probe under LD_PRELOAD"
 else bad "probe under LD_PRELOAD"; cat "$tmp/out"; fi
-if $CC -std=gnu11 -O1 -Iinclude tests/programs/probe.c "$BUILD/libstrata.a" -o "$tmp/probe_static" -ldl -lpthread \
+if $CC -std=gnu11 -O1 -Wall -Wextra -Werror -D_GNU_SOURCE -Iinclude tests/programs/probe.c "$BUILD/libstrata.a" -o "$tmp/probe_static" -ldl -lpthread \
     && "$tmp/probe_static" probe_static > "$tmp/out" 2>&1 \
     && grep -q '^checks: [0-9]* passed, 0 failed' "$tmp/out"; then ok "probe linked with libstrata.a"
 else bad "probe linked with libstrata.a"; cat "$tmp/out"; fi
+
+if $CC -std=gnu11 -O1 -Wall -Wextra -Werror -D_GNU_SOURCE -Iinclude tests/programs/probe.c "$BUILD/libstrata.a" -static \
+        -o "$tmp/probe_full_static" -ldl -lpthread 2> "$tmp/out" \
+    && "$tmp/probe_full_static" static > "$tmp/out" 2>&1 \
+    && grep -q '^checks: [0-9]* passed, 0 failed' "$tmp/out"; then ok "probe linked -static with libstrata.a"
+else bad "probe linked -static with libstrata.a"; cat "$tmp/out"; fi
 
 same python3 python3 tests/programs/alloc_heavy.py
 same zsh zsh -f tests/programs/grow.zsh

@@ -31,13 +31,13 @@ for t in "$BUILD"/tests/test_*; do
     case "$SANITIZER:$name" in
         tsan:test_api|tsan:test_sizeclass|tsan:test_pages|tsan:test_misuse) continue ;;
     esac
-    "$t" > "$out" 2>&1
+    timeout 600 "$t" > "$out" 2>&1
     record "$name" "$out" $?
 done
 if [ -z "$SANITIZER" ]; then
     for s in tests/*.sh; do
         [ "$(basename "$s")" = run.sh ] && continue
-        BUILD="$BUILD" sh "$s" > "$out" 2>&1
+        BUILD="$BUILD" timeout 900 sh "$s" > "$out" 2>&1
         record "$(basename "$s")" "$out" $?
     done
 fi

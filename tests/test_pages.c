@@ -1,14 +1,18 @@
-/* test_pages.c: white-box test of pages and their free lists: blocks come
- * from one page until it is full, frees return them to that page, an empty
- * page goes back to its segment's free slices, the segment map tells strata
- * pointers from others, and dirty slices are purged past the heap's limit. */
+/* test_pages.c: white-box test of bins, pages and their free lists: blocks
+ * reach the thread's bin and go back to their page in batches, a full page
+ * rejoins its class's list when a block returns, an empty page returns its
+ * slices to the segment, the segment map tells strata pointers from others,
+ * dirty slices are purged past the heap's limit, and remote frees wait for
+ * the owner. heap_check() validates every invariant after each step. */
+#include <pthread.h>
+
 #include "check.h"
 #include "internal.h"
 #include "strata.h"
 
-#include <pthread.h>
+#define COUNT 8192
 
-#define COUNT 4096
+static void *blocks[COUNT];
 
 static void *free_elsewhere(void *p)
 {
@@ -26,63 +30,70 @@ int main(void)
 
     struct heap *heap = thread_heap;
     CHECK(heap != &heap_empty);
+    unsigned c48 = size_class(48);
+    struct bin *bin = &heap->bins[c48];
     struct segment *segment = segment_of(first);
     struct page *page = page_of(segment, first);
-    CHECK(atomic_load(&page->owner) == heap->owner_word);
-    CHECK(page->in_use && page->block_size == 48 && page->used == 1);
-    CHECK(heap->current[size_class(48)] == page);
-    CHECK(heap->direct[(48 + 7) >> 3] == page);
+    CHECK(atomic_load(&segment->owner) == heap->owner_word);
+    CHECK(segment->class_of_slice[slice_of(first)] == c48);
+    CHECK(page->in_use && page->block_size == 48 && heap->current[c48] == page);
+    /* The refill moved every carved block: one to the caller, the rest to
+     * the bin, so the page's own list is empty. */
+    CHECK(page->free == NULL && page->used == page->capacity);
+    CHECK(bin->count == page->capacity - 1);
+    CHECK(heap_check(heap) == 0);
 
-    /* Fill the page and one more block: the next block opens a new page. */
-    static void *blocks[COUNT];
-    size_t in_first = page->reserved - 1;
-    for (size_t i = 0; i < in_first; i++)
-        blocks[i] = strata_malloc(48);
-    CHECK(page->used == page->reserved && page->free == NULL);
-    CHECK(page->capacity == page->reserved);
-    int inside = 1, distinct = 1;
-    for (size_t i = 0; i < in_first; i++) {
-        char *p = blocks[i];
-        if (p < page->start || p >= page->start + SLICE_SIZE ||
-            (size_t)(p - page->start) % 48 != 0)
-            inside = 0;
-        if (i > 0 && p == blocks[i - 1])
-            distinct = 0;
-    }
-    CHECK(inside);
-    CHECK(distinct);
-    void *other = strata_malloc(48);
-    struct page *second = page_of(segment_of(other), other);
-    CHECK(second != page && heap->current[size_class(48)] == second);
-
-    /* A full page gets a free block back: it joins its class's list. */
-    strata_free(blocks[0]);
-    CHECK(page->used == page->reserved - 1 && page->listed);
-    CHECK(heap->available[size_class(48)] == page);
-    CHECK(page->free == blocks[0]);
-
-    /* Emptying a page that is not current returns its slices. */
-    unsigned slice = (unsigned)(page - segment->pages);
-    for (size_t i = 1; i < in_first; i++)
-        strata_free(blocks[i]);
-    CHECK(page->in_use == 1);
+    /* A free lands in the bin, not the page. */
+    uint32_t before = bin->count;
     strata_free(first);
-    CHECK(page->in_use == 0 && atomic_load(&page->owner) == 0);
-    CHECK((segment->free_mask >> slice) & 1);
-    CHECK(heap->available[size_class(48)] == NULL);
-    strata_free(other);
+    CHECK(bin->count == before + 1 && bin->head == first);
+    CHECK(page->used == page->capacity);
+
+    /* Overfilling the bin sends half of it back to the pages. */
+    size_t n = bin->limit + 8;
+    for (size_t i = 0; i < n; i++)
+        blocks[i] = strata_malloc(48);
+    CHECK(heap_check(heap) == 0);
+    for (size_t i = 0; i < n; i++)
+        strata_free(blocks[i]);
+    CHECK(bin->count <= bin->limit && bin->count >= bin->limit / 2);
+    CHECK(heap_check(heap) == 0);
+
+    /* Fill whole pages; then return every block: pages that are not
+     * current go back to their segment, their slices marked free. */
+    size_t per_page = page->reserved;
+    size_t total = per_page * 3;
+    for (size_t i = 0; i < total; i++)
+        blocks[i] = strata_malloc(48);
+    struct page *full = page_of(segment_of(blocks[0]), blocks[0]);
+    CHECK(heap_check(heap) == 0);
+    int some_full = 0;
+    for (size_t i = 0; i < total; i++) {
+        struct page *p = page_of(segment_of(blocks[i]), blocks[i]);
+        some_full |= p->free == NULL && p->used == p->reserved && p != heap->current[c48];
+    }
+    CHECK(some_full);
+    for (size_t i = 0; i < total; i++)
+        strata_free(blocks[i]);
+    CHECK(heap_check(heap) == 0);
+    unsigned full_slice = slice_of(blocks[0]);
+    if (full != heap->current[c48]) {
+        CHECK(!full->in_use);
+        CHECK((segment_of(blocks[0])->free_mask >> full_slice) & 1);
+        CHECK(segment_of(blocks[0])->class_of_slice[full_slice] == CLASS_NONE);
+    }
 
     /* Freed slices beyond the dirty limit are purged in one batch. */
-    size_t count = (HEAP_DIRTY_LIMIT + 4) * (SLICE_SIZE / 1024);
-    void **many = strata_malloc(count * sizeof *many);
+    size_t count = (HEAP_DIRTY_LIMIT + 8) * (SLICE_SIZE / 8192);
+    CHECK(count <= COUNT);
     for (size_t i = 0; i < count; i++)
-        many[i] = strata_malloc(1000);
+        blocks[i] = strata_malloc(8000);
     for (size_t i = 0; i < count; i++)
-        strata_free(many[i]);
+        strata_free(blocks[i]);
     CHECK(heap->dirty_slices <= HEAP_DIRTY_LIMIT);
-    strata_free(many);
+    CHECK(heap_check(heap) == 0);
 
-    /* Allocating and freeing across a page boundary maps nothing new. */
+    /* Allocating and freeing across page boundaries maps nothing new. */
     size_t maps = os_map_count();
     for (int round = 0; round < 1000; round++) {
         for (size_t i = 0; i < 300; i++)
@@ -91,9 +102,11 @@ int main(void)
             strata_free(blocks[i]);
     }
     CHECK(os_map_count() == maps);
+    CHECK(heap_check(heap) == 0);
 
     /* A block freed by another thread waits on the owner's remote list until
-     * the owner runs out of blocks in that class. */
+     * the owner's current page for that class runs dry. */
+    unsigned c2000 = size_class(2000);
     void *shared = strata_malloc(2000);
     struct page *shared_page = page_of(segment_of(shared), shared);
     uint32_t used_before = shared_page->used;
@@ -102,10 +115,16 @@ int main(void)
     pthread_join(thread, NULL);
     CHECK(atomic_load(&heap->remote) == shared);
     CHECK(shared_page->used == used_before);
-    while (shared_page->free != NULL)
-        blocks[0] = strata_malloc(2000);
-    void *after = strata_malloc(2000); /* refill collects the remote list */
-    CHECK(after == shared);
-    CHECK(atomic_load(&heap->remote) == NULL);
+    size_t taken = 0;
+    while (heap->current[c2000] == shared_page && taken < COUNT)
+        blocks[taken++] = strata_malloc(2000);
+    CHECK(atomic_load(&heap->remote) == NULL); /* collected on the way */
+    int found = 0;
+    for (size_t i = 0; i < taken; i++)
+        found |= blocks[i] == shared;
+    CHECK(found || shared_page->free == shared);
+    for (size_t i = 0; i < taken; i++)
+        strata_free(blocks[i]);
+    CHECK(heap_check(heap) == 0);
     return check_finish();
 }

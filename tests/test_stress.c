@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "check.h"
+#include "internal.h"
 #include "strata.h"
 
 #define THREADS 8
@@ -16,6 +17,7 @@
 static _Atomic(unsigned char *) slots[SLOTS];
 static _Atomic long bad_blocks;
 static _Atomic long blocks_checked;
+static _Atomic long broken_heaps;
 static long ops_per_thread = 30000;
 
 struct header {
@@ -69,6 +71,8 @@ static void *worker(void *arg)
         if (theirs != NULL)
             check_and_free(theirs);
     }
+    if (heap_check(thread_heap) != 0)
+        atomic_fetch_add(&broken_heaps, 1);
     return NULL;
 }
 
@@ -106,6 +110,7 @@ int main(void)
     size_t end = resident_bytes();
 
     CHECK(atomic_load(&bad_blocks) == 0);
+    CHECK(atomic_load(&broken_heaps) == 0);
     CHECK(atomic_load(&blocks_checked) > ops_per_thread * THREADS * 6);
     printf("resident at start %zu KiB, after all threads and frees %zu KiB\n",
            start / 1024, end / 1024);
