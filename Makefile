@@ -11,7 +11,7 @@ BASE_CFLAGS := -std=gnu11 $(WARN) -Iinclude -Isrc -fPIC -fvisibility=hidden \
   -D_GNU_SOURCE
 LIBS := -lpthread
 
-CORE := os report options sizeclass segment heap free large api
+CORE := os report options sizeclass segment purge heap free large api
 CORE_OBJ := $(CORE:%=$(BUILD)/obj/%.o)
 ALL_OBJ := $(CORE_OBJ) $(BUILD)/obj/override.o
 HEADERS := include/strata.h src/internal.h src/platform.h
@@ -21,7 +21,7 @@ TEST_BIN := $(TEST_C:tests/%.c=$(BUILD)/tests/%)
 BENCH_C := $(wildcard bench/*.c)
 BENCH_BIN := $(BENCH_C:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all test test-asan test-tsan bench bench-deps install clean
+.PHONY: all test test-asan test-tsan bench bench-full bench-deps install clean
 all: $(BUILD)/libstrata.so $(BUILD)/libstrata.a $(BUILD)/strata.pc
 
 $(BUILD)/obj/%.o: src/%.c $(HEADERS)
@@ -65,7 +65,10 @@ test-tsan:
 	BUILD=build-tsan SANITIZER=tsan sh tests/run.sh
 
 bench: all $(BENCH_BIN)
-	BUILD=$(BUILD) sh bench/run.sh
+	BUILD=$(BUILD) python3 bench/run.py
+
+bench-full: all $(BENCH_BIN)
+	BUILD=$(BUILD) python3 bench/run.py --full
 
 bench-deps:
 	sh bench/deps.sh
@@ -78,4 +81,4 @@ install: all
 	install -m 644 $(BUILD)/strata.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
 
 clean:
-	rm -rf build build-asan build-tsan
+	rm -rf build build-asan build-tsan build-clang

@@ -125,6 +125,7 @@ static struct heap *heap_acquire(void)
     heap->bins[CLASS_NONE] = (struct bin){NULL, 0, 0};
     heap->segments = NULL;
     heap->dirty_slices = 0;
+    heap->purge_epoch = os_now_ns();
     heap->next_free = NULL;
     heap->owner_word = (uintptr_t)heap | (strata_options.check ? OWNER_CHECK_TAG : 0);
     atomic_store_explicit(&heap->remote, NULL, memory_order_release);
@@ -194,6 +195,7 @@ static bool current_with_free(struct heap *heap, unsigned class_index)
     if (page != NULL) {
         list_remove(heap, page);
     } else {
+        heap_maybe_purge(heap);
         page = page_new(heap, class_index);
         if (page == NULL)
             return false;
@@ -398,6 +400,7 @@ size_t heap_check(const struct heap *heap)
     for (const struct segment *s = heap->segments; s != NULL; s = s->next) {
         problems += atomic_load(&s->owner) != heap->owner_word;
         problems += (s->dirty_mask & ~s->free_mask) != 0 || (s->free_mask & 1) != 0;
+        problems += (s->aging_mask & ~s->dirty_mask) != 0;
         uint64_t covered = 0;
         unsigned in_use = 0;
         for (unsigned i = 1; i < SLICES_PER_SEGMENT; i++) {

@@ -27,8 +27,11 @@
 #define DIRECT_MAX ((size_t)1024)         /* sizes served by the direct table */
 #define DIRECT_COUNT (DIRECT_MAX / 8 + 1)
 
-/* Free slices a heap keeps resident before purging (1 MiB). */
-#define HEAP_DIRTY_LIMIT 256
+/* Free slices stay resident for reuse until they have been unused for
+ * between one and two PURGE_DELAY_NS; past HEAP_DIRTY_LIMIT slices a heap
+ * purges at once. */
+#define PURGE_DELAY_NS ((uint64_t)10 * 1000 * 1000)
+#define HEAP_DIRTY_LIMIT 512
 /* Empty, purged segments kept mapped process-wide to avoid mmap churn. */
 #define SEGMENT_CACHE_MAX 4
 
@@ -75,6 +78,7 @@ struct segment {
     _Atomic uintptr_t owner;     /* heap | tag, or OWNER_ABANDONED */
     uint64_t free_mask;          /* slices not in a page */
     uint64_t dirty_mask;         /* free slices that may still be resident */
+    uint64_t aging_mask;         /* dirty since the heap's last purge check */
     struct segment *next, *prev; /* owner heap's list, or the cache */
     uint32_t pages_in_use;
     /* The owner's line and this one are all that a local free reads. */
@@ -97,6 +101,7 @@ struct heap {
     _Atomic(struct block *) remote;      /* blocks freed by other threads */
     struct segment *segments;
     size_t dirty_slices;
+    uint64_t purge_epoch;                /* time of the last purge check */
     struct heap *next_free;              /* the heap pool's free list */
     uintptr_t owner_word;                /* what this heap writes as owner */
 };
@@ -116,6 +121,10 @@ void os_write_stderr(const char *text, size_t length);
 _Noreturn void os_abort(void);
 /* Number of os_map/os_map_aligned calls so far (for white-box tests). */
 size_t os_map_count(void);
+/* Bytes strata holds mapped now (resident or not). */
+size_t os_mapped_bytes(void);
+/* Monotonic time in nanoseconds (a vDSO call, no system call). */
+uint64_t os_now_ns(void);
 
 /* ---- options.c -------------------------------------------------------- */
 struct options {
@@ -181,11 +190,19 @@ void segment_release_to_os(struct segment *segment);
  * abandoned lock); true when the segment is now empty and unmapped. */
 bool abandoned_page_release(struct page *page);
 void heap_segments_abandon(struct heap *heap);
-void heap_purge_dirty(struct heap *heap);
-void segment_purge_dirty(struct segment *segment);
+
 void segment_fork_child(void);
 void segment_lock_all(void);
 void segment_unlock_all(void);
+
+/* ---- purge.c: giving free slices back to the OS ------------------------ */
+void purge_slices(struct segment *segment, uint64_t slices);
+void segment_purge_dirty(struct segment *segment);
+/* Purges every dirty slice of the heap now. */
+void heap_purge_dirty(struct heap *heap);
+/* Purges the slices that have stayed free since the last check, when one
+ * delay has passed since it, or everything past the dirty limit. */
+void heap_maybe_purge(struct heap *heap);
 
 /* ---- heap.c: thread heaps --------------------------------------------- */
 extern struct heap heap_empty;

@@ -5,12 +5,14 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
 
 static size_t page_size_cached;
 static _Atomic size_t map_calls;
+static _Atomic size_t mapped_bytes;
 
 size_t os_page_size(void)
 {
@@ -26,13 +28,21 @@ size_t os_map_count(void)
     return atomic_load_explicit(&map_calls, memory_order_relaxed);
 }
 
+size_t os_mapped_bytes(void)
+{
+    return atomic_load_explicit(&mapped_bytes, memory_order_relaxed);
+}
+
 void *os_map(size_t size)
 {
     atomic_fetch_add_explicit(&map_calls, 1, memory_order_relaxed);
     int saved = errno;
     void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     errno = saved;
-    return p == MAP_FAILED ? NULL : p;
+    if (p == MAP_FAILED)
+        return NULL;
+    atomic_fetch_add_explicit(&mapped_bytes, size, memory_order_relaxed);
+    return p;
 }
 
 void *os_map_aligned(size_t size, size_t alignment)
@@ -58,7 +68,8 @@ void *os_map_aligned(size_t size, size_t alignment)
 void os_unmap(void *addr, size_t size)
 {
     int saved = errno;
-    munmap(addr, size);
+    if (munmap(addr, size) == 0)
+        atomic_fetch_sub_explicit(&mapped_bytes, size, memory_order_relaxed);
     errno = saved;
 }
 
@@ -74,7 +85,17 @@ void *os_remap(void *addr, size_t old_size, size_t new_size)
     int saved = errno;
     void *p = mremap(addr, old_size, new_size, MREMAP_MAYMOVE);
     errno = saved;
-    return p == MAP_FAILED ? NULL : p;
+    if (p == MAP_FAILED)
+        return NULL;
+    atomic_fetch_add_explicit(&mapped_bytes, new_size - old_size, memory_order_relaxed);
+    return p;
+}
+
+uint64_t os_now_ns(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
 }
 
 void os_write_stderr(const char *text, size_t length)

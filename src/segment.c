@@ -55,31 +55,6 @@ static uint64_t runs_of(uint64_t mask, size_t length)
     return mask;
 }
 
-static void run_purge(struct segment *segment, uint64_t run)
-{
-    while (run) {
-        unsigned first = (unsigned)__builtin_ctzll(run);
-        uint64_t shifted = run >> first;
-        unsigned length = shifted == ~(uint64_t)0 ? 64 - first
-                                                  : (unsigned)__builtin_ctzll(~shifted);
-        os_purge((char *)segment + (size_t)first * SLICE_SIZE, (size_t)length * SLICE_SIZE);
-        run &= ~(((length == 64 ? ~(uint64_t)0 : (((uint64_t)1 << length) - 1))) << first);
-    }
-}
-
-void segment_purge_dirty(struct segment *segment)
-{
-    run_purge(segment, segment->dirty_mask);
-    segment->dirty_mask = 0;
-}
-
-void heap_purge_dirty(struct heap *heap)
-{
-    for (struct segment *s = heap->segments; s != NULL; s = s->next)
-        segment_purge_dirty(s);
-    heap->dirty_slices = 0;
-}
-
 struct page *page_new(struct heap *heap, unsigned class_index)
 {
     size_t length = class_slices(class_index);
@@ -103,6 +78,7 @@ struct page *page_new(struct heap *heap, unsigned class_index)
     heap->dirty_slices -= (size_t)__builtin_popcountll(segment->dirty_mask & run);
     segment->free_mask &= ~run;
     segment->dirty_mask &= ~run;
+    segment->aging_mask &= ~run;
     segment->pages_in_use++;
     memset(&segment->page_of_slice[first], (int)first, length);
     memset(&segment->class_of_slice[first], (int)class_index, length);
@@ -184,8 +160,8 @@ void page_release(struct heap *heap, struct page *page)
         heap->dirty_slices -= (size_t)__builtin_popcountll(segment->dirty_mask);
         segment_unlink(heap, segment);
         segment_release_to_os(segment);
-    } else if (heap->dirty_slices > HEAP_DIRTY_LIMIT) {
-        heap_purge_dirty(heap);
+    } else {
+        heap_maybe_purge(heap);
     }
 }
 
@@ -238,6 +214,6 @@ bool abandoned_page_release(struct page *page)
         segment_release_to_os(segment);
         return true;
     }
-    run_purge(segment, run); /* no owner is left to batch purges */
+    purge_slices(segment, run); /* no owner is left to batch purges */
     return false;
 }

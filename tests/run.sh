@@ -3,6 +3,9 @@
 # and, last, the totals as "N passed, N failed" (checks of all programs).
 BUILD=${BUILD:-build}
 SANITIZER=${SANITIZER:-}
+export SANITIZER
+# Threads in a forked child are what test_fork checks; TSan must let them be.
+export TSAN_OPTIONS="${TSAN_OPTIONS:-} die_after_fork=0"
 total_pass=0
 total_fail=0
 failed_tests=""

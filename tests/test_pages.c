@@ -5,6 +5,7 @@
  * dirty slices are purged past the heap's limit, and remote frees wait for
  * the owner. heap_check() validates every invariant after each step. */
 #include <pthread.h>
+#include <time.h>
 
 #include "check.h"
 #include "internal.h"
@@ -83,15 +84,31 @@ int main(void)
         CHECK(segment_of(blocks[0])->class_of_slice[full_slice] == CLASS_NONE);
     }
 
-    /* Freed slices beyond the dirty limit are purged in one batch. */
-    size_t count = (HEAP_DIRTY_LIMIT + 8) * (SLICE_SIZE / 8192);
+    /* Freed slices stay resident for reuse, then are purged once they have
+     * been unused through a whole delay. */
+    size_t count = 40 * (SLICE_SIZE / 8192); /* 40 slices of 8000-byte blocks */
     CHECK(count <= COUNT);
-    for (size_t i = 0; i < count; i++)
+    for (size_t i = 0; i < count; i++) {
         blocks[i] = strata_malloc(8000);
+        memset(blocks[i], 1, 8000);
+    }
     for (size_t i = 0; i < count; i++)
         strata_free(blocks[i]);
-    CHECK(heap->dirty_slices <= HEAP_DIRTY_LIMIT);
+    CHECK(heap->dirty_slices >= 30);
     CHECK(heap_check(heap) == 0);
+    size_t resident_dirty = resident_bytes();
+    struct timespec pause = {0, (long)(PURGE_DELAY_NS * 5 / 2)};
+    for (int step = 0; step < 2; step++) {
+        nanosleep(&pause, NULL);
+        heap_maybe_purge(heap); /* what the next page release or new page does */
+    }
+    CHECK(heap->dirty_slices == 0);
+    CHECK(resident_bytes() + 25 * SLICE_SIZE <= resident_dirty);
+    CHECK(heap_check(heap) == 0);
+    /* Past the dirty limit the heap purges at once. */
+    heap->dirty_slices += HEAP_DIRTY_LIMIT + 1; /* pretend: the count alone decides */
+    heap_maybe_purge(heap);
+    CHECK(heap->dirty_slices == 0);
 
     /* Allocating and freeing across page boundaries maps nothing new. */
     size_t maps = os_map_count();

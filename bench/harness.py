@@ -1,0 +1,115 @@
+"""bench/harness.py: what every strata benchmark table shares: finding the
+allocators on this machine, running a benchmark program under each through
+LD_PRELOAD, and turning runs into medians, ratios and tables."""
+import csv
+import glob
+import os
+import platform
+import statistics
+import subprocess
+import sys
+
+# Debian package that ships each allocator, for the "how to install" line.
+KNOWN = [
+    ("jemalloc", "libjemalloc.so.2", "libjemalloc2"),
+    ("mimalloc", "libmimalloc.so.2", "libmimalloc2.0"),
+    ("tcmalloc", "libtcmalloc_minimal.so.4", "libtcmalloc-minimal4"),
+]
+LIBRARY_DIRS = ["/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib"]
+
+
+def find_allocators(strata_lib, search_dirs=None):
+    """[(name, preload path or None)], strata first, then glibc and every known
+    allocator found; missing ones are reported with their package."""
+    found = [("strata", os.path.abspath(strata_lib)), ("glibc", None)]
+    missing = []
+    for name, soname, package in KNOWN:
+        paths = [p for d in (search_dirs or LIBRARY_DIRS) for p in glob.glob(os.path.join(d, soname))]
+        if paths:
+            found.append((name, paths[0]))
+        else:
+            missing.append((name, package))
+    return found, missing
+
+
+def parse_fields(line):
+    """'a=1 b=2.5 c=x' -> {'a': 1.0, 'b': 2.5, 'c': 'x'}."""
+    fields = {}
+    for item in line.split():
+        if "=" not in item:
+            continue
+        key, value = item.split("=", 1)
+        try:
+            fields[key] = float(value)
+        except ValueError:
+            fields[key] = value
+    return fields
+
+
+def median(values):
+    values = [v for v in values if v is not None]
+    if not values:
+        raise ValueError("median of no values")
+    return statistics.median(values)
+
+
+def ratio(value, reference):
+    """value / reference; None when the reference is zero."""
+    return None if not reference else value / reference
+
+
+def run_program(command, preload, env_extra=None, timeout=600):
+    """Runs a benchmark program, returns the parsed fields of each output line."""
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    if preload:
+        env["LD_PRELOAD"] = preload
+    env.update(env_extra or {})
+    out = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
+    if out.returncode != 0:
+        raise RuntimeError("%s failed (%d): %s" % (" ".join(command), out.returncode, out.stderr[-500:]))
+    return [parse_fields(line) for line in out.stdout.splitlines() if "=" in line]
+
+
+def human(value):
+    """Short human form of a rate: 18.8 M, 950 k."""
+    if value >= 1e9:
+        return "%.2f G" % (value / 1e9)
+    if value >= 1e6:
+        return "%.1f M" % (value / 1e6)
+    if value >= 1e3:
+        return "%.0f k" % (value / 1e3)
+    return "%.0f" % value
+
+
+def markdown_table(header, rows):
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def write_csv(path, rows):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    keys = sorted({k for row in rows for k in row})
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=keys)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def machine_line():
+    cpu = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return "%s, %d cores, %s %s" % (cpu or platform.processor(), os.cpu_count() or 0,
+                                    platform.system(), platform.release())
+
+
+def progress(message):
+    print(message, file=sys.stderr, flush=True)
