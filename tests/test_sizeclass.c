@@ -47,11 +47,11 @@ int main(void)
     }
     CHECK(alignment_ok);
 
-    /* Pages hold at least 8 blocks and fit in a segment beside its header. */
+    /* Pages hold at least 4 blocks and fit in a segment beside its header. */
     int pages_ok = 1;
     for (unsigned c = 0; c < CLASS_COUNT; c++) {
         size_t slices = class_slices(c);
-        if (slices * SLICE_SIZE / class_size[c] < 8 || slices > SLICES_PER_SEGMENT - 1)
+        if (slices * SLICE_SIZE / class_size[c] < 4 || slices > SLICES_PER_SEGMENT - 1)
             pages_ok = 0;
     }
     CHECK(pages_ok);
