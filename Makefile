@@ -21,8 +21,8 @@ TEST_BIN := $(TEST_C:tests/%.c=$(BUILD)/tests/%)
 BENCH_C := $(wildcard bench/*.c)
 BENCH_BIN := $(BENCH_C:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all test test-asan test-tsan bench bench-full bench-deps install clean
-all: $(BUILD)/libstrata.so $(BUILD)/libstrata.a $(BUILD)/strata.pc
+.PHONY: all test test-deps test-asan test-tsan bench bench-full bench-deps install clean
+all: $(BUILD)/libstrata.so $(BUILD)/libstrata.a
 
 $(BUILD)/obj/%.o: src/%.c $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -33,10 +33,6 @@ $(BUILD)/libstrata.so: $(ALL_OBJ)
 
 $(BUILD)/libstrata.a: $(ALL_OBJ)
 	rm -f $@ && ar rcs $@ $^
-
-$(BUILD)/strata.pc: strata.pc.in
-	@mkdir -p $(BUILD)
-	sed 's|@PREFIX@|$(PREFIX)|' $< > $@
 
 # Test programs link the core objects directly (white-box access to internals);
 # the override is exercised through libstrata.so/.a by tests/run.sh.
@@ -73,12 +69,15 @@ bench-full: all $(BENCH_BIN)
 bench-deps:
 	sh bench/deps.sh
 
+test-deps:
+	sh tests/deps.sh
+
 install: all
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 644 include/strata.h $(DESTDIR)$(PREFIX)/include/
 	install -m 755 $(BUILD)/libstrata.so $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 $(BUILD)/libstrata.a $(DESTDIR)$(PREFIX)/lib/
-	install -m 644 $(BUILD)/strata.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	sed 's|@PREFIX@|$(PREFIX)|' strata.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/strata.pc
 
 clean:
 	rm -rf build build-asan build-tsan build-clang

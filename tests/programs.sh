@@ -45,6 +45,13 @@ if $CC -std=gnu11 -O1 -Wall -Wextra -Werror -D_GNU_SOURCE -Iinclude tests/progra
     && grep -q '^checks: [0-9]* passed, 0 failed' "$tmp/out"; then ok "probe linked -static with libstrata.a"
 else bad "probe linked -static with libstrata.a"; cat "$tmp/out"; fi
 
+# make install puts the libraries, header and strata.pc where pkg-config finds them.
+if make -s BUILD="$BUILD" CC="$CC" install PREFIX="$tmp/prefix" > "$tmp/out" 2>&1 \
+    && PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig" $CC -std=gnu11 -Wall -Wextra -Werror tests/programs/installed.c \
+         $(PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig" pkg-config --cflags --libs strata) -o "$tmp/installed" \
+    && LD_LIBRARY_PATH="$tmp/prefix/lib" "$tmp/installed" > "$tmp/out" 2>&1; then ok "make install + pkg-config"
+else bad "make install + pkg-config"; cat "$tmp/out"; fi
+
 same python3 python3 tests/programs/alloc_heavy.py
 same zsh zsh -f tests/programs/grow.zsh
 same tclsh tclsh tests/programs/threads.tcl

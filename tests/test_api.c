@@ -3,6 +3,7 @@
 #include <stdint.h>
 
 #include "check.h"
+#include "internal.h"
 #include "strata.h"
 
 static int all_bytes(const unsigned char *p, size_t n, unsigned char value)
@@ -131,6 +132,36 @@ static void test_realloc(void)
     strata_free(keep);
 }
 
+/* seed 003: a big string grown in small steps moves with mremap: no new
+ * mapping and no copy, and far fewer moves than steps. */
+static void test_large_growth(void)
+{
+    size_t n = 200000;
+    unsigned char *p = strata_malloc(n);
+    fill(p, n, 9);
+    size_t maps = os_map_count();
+    size_t moves = 0, steps = 0;
+    int intact = 1;
+    while (n < (32u << 20)) {
+        size_t next = n + 1000;
+        unsigned char *q = strata_realloc(p, next);
+        if (q == NULL) {
+            intact = 0;
+            break;
+        }
+        moves += q != p;
+        steps++;
+        memset(q + n, 0x77, next - n);
+        p = q;
+        n = next;
+    }
+    CHECK(intact);
+    CHECK(os_map_count() == maps);
+    CHECK(moves * 50 < steps);
+    CHECK(filled(p, 200000, 9) && p[n - 1] == 0x77);
+    strata_free(p);
+}
+
 static void test_aligned(void)
 {
     for (size_t align = 1; align <= ((size_t)64 << 20); align *= 2) {
@@ -184,6 +215,7 @@ int main(void)
     test_malloc();
     test_calloc();
     test_realloc();
+    test_large_growth();
     test_aligned();
     test_usable_size();
     return check_finish();

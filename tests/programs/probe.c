@@ -13,8 +13,20 @@
 /* Weak: resolved from the preloaded library, or from libstrata.a. */
 extern size_t strata_usable_size(const void *ptr) __attribute__((weak));
 
+static void *before_main;
+
+/* Runs before main, maybe before strata's own constructor. */
+__attribute__((constructor)) static void allocate_early(void)
+{
+    before_main = malloc(100);
+    if (before_main != NULL)
+        memset(before_main, 3, 100);
+}
+
 int main(int argc, char **argv)
 {
+    CHECK(before_main != NULL && ((unsigned char *)before_main)[99] == 3);
+    free(before_main);
     const char *expect = argc > 1 ? argv[1] : "libstrata.so";
     Dl_info info;
     void *(*volatile malloc_fn)(size_t) = malloc;
@@ -53,5 +65,12 @@ int main(int argc, char **argv)
     r = realloc(r, 3000000);
     CHECK(r != NULL && r[299999] == 7);
     CHECK(realloc(r, 0) == NULL);
+    /* dlsym and dlerror allocate inside libc (the error string). */
+    if (strcmp(expect, "static") != 0) {
+        CHECK(dlsym(RTLD_DEFAULT, "strata_no_such_symbol") == NULL);
+        const char *error = dlerror();
+        CHECK(error != NULL && strstr(error, "strata_no_such_symbol") != NULL);
+        CHECK(dlsym(RTLD_NEXT, "malloc") != NULL);
+    }
     return check_finish();
 }
