@@ -62,7 +62,9 @@ int main(void)
     for (size_t i = 0; i < BLOCKS; i++)
         strata_free(held[i]);
     CHECK(os_mapped_bytes() <= base_mapped + slack);
-    CHECK(resident_bytes() <= base_resident + 2 * 1024 * 1024);
+    int resident_ok = resident_is_meaningful();
+    if (resident_ok)
+        CHECK(resident_bytes() <= base_resident + 2 * 1024 * 1024);
     printf("resident: %zu KiB at start, %zu KiB after the orphans were freed\n",
            base_resident / 1024, resident_bytes() / 1024);
 
@@ -70,6 +72,7 @@ int main(void)
     for (int i = 0; i < 300; i++)
         run_thread(allocate_and_free);
     CHECK(os_mapped_bytes() <= base_mapped + slack + 64 * 1024);
-    CHECK(resident_bytes() <= base_resident + 2 * 1024 * 1024);
+    if (resident_ok)
+        CHECK(resident_bytes() <= base_resident + 2 * 1024 * 1024);
     return check_finish();
 }

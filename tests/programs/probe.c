@@ -52,10 +52,13 @@ int main(int argc, char **argv)
     CHECK(q != NULL && ((uintptr_t)q & 4095) == 0 && malloc_usable_size(q) >= 100);
     free(q);
     volatile size_t huge = SIZE_MAX / 4; /* hidden from the compiler's size checks */
+    void *volatile result; /* kept, so the compiler cannot drop the call */
     errno = 0;
-    CHECK(calloc(huge, 8) == NULL && errno == ENOMEM);
+    result = calloc(huge, 8);
+    CHECK(result == NULL && errno == ENOMEM);
     errno = 0;
-    CHECK(reallocarray(NULL, huge, 8) == NULL && errno == ENOMEM);
+    result = reallocarray(NULL, huge, 8);
+    CHECK(result == NULL && errno == ENOMEM);
     char *s = strdup("strata"); /* libc's own allocation goes through strata */
     CHECK(s != NULL && strata_usable_size != NULL && strata_usable_size(s) == 8);
     free(s);
