@@ -58,12 +58,24 @@ static uint64_t runs_of(uint64_t mask, size_t length)
 struct page *page_new(struct heap *heap, unsigned class_index)
 {
     size_t length = class_slices(class_index);
-    struct segment *segment;
+    struct segment *segment = NULL;
     uint64_t starts = 0;
-    for (segment = heap->segments; segment != NULL; segment = segment->next) {
-        starts = runs_of(segment->free_mask, length);
-        if (starts)
-            break;
+    /* Reuse slices that are still resident, in any segment, before touching
+     * purged ones: otherwise free slices pile up unused in later segments
+     * while the first ones fault fresh pages in. */
+    if (heap->dirty_slices >= length) {
+        for (segment = heap->segments; segment != NULL; segment = segment->next) {
+            starts = runs_of(segment->dirty_mask, length);
+            if (starts)
+                break;
+        }
+    }
+    if (segment == NULL) {
+        for (segment = heap->segments; segment != NULL; segment = segment->next) {
+            starts = runs_of(segment->free_mask, length);
+            if (starts)
+                break;
+        }
     }
     if (segment == NULL) {
         segment = segment_new(heap);
@@ -71,9 +83,7 @@ struct page *page_new(struct heap *heap, unsigned class_index)
             return NULL;
         starts = runs_of(segment->free_mask, length);
     }
-    /* Reuse memory that is still resident before touching purged slices. */
-    uint64_t warm = starts & runs_of(segment->dirty_mask, length);
-    unsigned first = (unsigned)__builtin_ctzll(warm ? warm : starts);
+    unsigned first = (unsigned)__builtin_ctzll(starts);
     uint64_t run = (length == 64 ? ~(uint64_t)0 : (((uint64_t)1 << length) - 1)) << first;
     heap->dirty_slices -= (size_t)__builtin_popcountll(segment->dirty_mask & run);
     segment->free_mask &= ~run;
