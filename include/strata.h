@@ -45,13 +45,16 @@ void *strata_realloc(void *ptr, size_t size);
 void *strata_reallocarray(void *ptr, size_t count, size_t size);
 
 /* Frees a block from any strata allocation function; NULL is ignored.
- * A double free, or a pointer strata did not allocate, is reported on stderr
- * with its address; in checked mode (STRATA_CHECK=1) every free is fully
- * validated and any misuse aborts. */
+ * By default the checks are the cheap ones: freeing the block that was just
+ * freed, or memory that holds no block, aborts with the address; a pointer
+ * strata did not allocate is reported once and ignored. In checked mode
+ * (STRATA_CHECK=1) every free is validated (start of a live block, any
+ * earlier double free) and any misuse aborts with the address. */
 void strata_free(void *ptr);
 
 /* Returns `size` bytes aligned to `alignment`, which must be a power of two
- * (else NULL with errno = EINVAL). Any alignment up to 1 GiB is served. */
+ * (else NULL with errno = EINVAL, also from memalign, where glibc would round
+ * up). Any power-of-two alignment is served while memory lasts. */
 void *strata_aligned_alloc(size_t alignment, size_t size);
 
 /* POSIX: stores the block in *out and returns 0, or returns EINVAL when

@@ -80,8 +80,9 @@ static void check_block(const void *p)
     struct page *page = page_of(segment, p);
     if (!page->in_use)
         report_fatal("free of a pointer into memory that is not allocated", p);
+    /* reserved, not capacity: the owner may be carving this page meanwhile. */
     size_t offset = (size_t)((const char *)p - page->start);
-    if (offset % page->block_size != 0 || offset / page->block_size >= page->capacity)
+    if (offset % page->block_size != 0 || offset / page->block_size >= page->reserved)
         report_fatal("free of a pointer that is not the start of a block", p);
     if (page->block_size >= 16) {
         uintptr_t *words = (uintptr_t *)p;

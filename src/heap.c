@@ -419,6 +419,9 @@ size_t heap_check(const struct heap *heap)
                 problems += !page_contains(page, b);
         }
         problems += (covered | s->free_mask | 1) != ~(uint64_t)0;
+        for (unsigned k = 1; k < SLICES_PER_SEGMENT; k++)
+            if ((s->free_mask >> k) & 1)
+                problems += s->page_of_slice[k] != 0 || s->class_of_slice[k] != CLASS_NONE;
         problems += in_use != s->pages_in_use;
     }
     return problems;

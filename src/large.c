@@ -168,16 +168,21 @@ void *large_realloc(void *p, size_t size)
         large_free(p);
         return q;
     }
+    /* The registry changes in the same critical section as the mapping: if
+     * mremap moves the block, another thread may map the old address as
+     * soon as it is free, and must not find it registered with our size. */
+    pthread_mutex_lock(&large_lock);
     q = os_remap(p, old_size, new_size);
+    bool ok = true;
+    if (q != NULL) {
+        lookup((uintptr_t)p)->address = SLOT_DELETED;
+        ok = insert((uintptr_t)q, new_size, alignment);
+    }
+    pthread_mutex_unlock(&large_lock);
     if (q == NULL) {
         errno = ENOMEM;
         return NULL;
     }
-    pthread_mutex_lock(&large_lock);
-    entry = lookup((uintptr_t)p);
-    entry->address = SLOT_DELETED;
-    bool ok = insert((uintptr_t)q, new_size, alignment);
-    pthread_mutex_unlock(&large_lock);
     if (!ok)
         report_fatal("cannot grow the large-block registry", q);
     return q;

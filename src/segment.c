@@ -125,6 +125,15 @@ bool page_extend(struct page *page)
     return true;
 }
 
+/* A released page's slices point at the header's page slot, never in use, so
+ * a stale free into them is reported even after a new page takes the first
+ * slice; their class's bin has no room, so such a free leaves the inline path. */
+static void slices_forget(struct segment *segment, unsigned first, unsigned count)
+{
+    memset(&segment->page_of_slice[first], 0, count);
+    memset(&segment->class_of_slice[first], CLASS_NONE, count);
+}
+
 static void segment_unlink(struct heap *heap, struct segment *segment)
 {
     if (segment->prev)
@@ -160,7 +169,7 @@ void page_release(struct heap *heap, struct page *page)
     page->in_use = 0;
     page->free = NULL;
     page->used = 0;
-    memset(&segment->class_of_slice[first], CLASS_NONE, page->slice_count);
+    slices_forget(segment, first, page->slice_count);
     segment->free_mask |= run;
     segment->dirty_mask |= run;
     segment->pages_in_use--;
@@ -217,7 +226,7 @@ bool abandoned_page_release(struct page *page)
     uint64_t run = (((uint64_t)1 << page->slice_count) - 1) << first;
     page->in_use = 0;
     page->free = NULL;
-    memset(&segment->class_of_slice[first], CLASS_NONE, page->slice_count);
+    slices_forget(segment, first, page->slice_count);
     segment->free_mask |= run;
     segment->pages_in_use--;
     if (segment->pages_in_use == 0) {

@@ -37,6 +37,12 @@ for t in "$BUILD"/tests/test_*; do
     timeout 600 "$t" > "$out" 2>&1
     record "$name" "$out" $?
 done
+# The stress test once more in checked mode: every free validated, no false
+# alarm, and (under TSan) no race in the checks themselves.
+if [ -x "$BUILD/tests/test_stress" ]; then
+    STRATA_CHECK=1 STRESS_SCALE=0.5 timeout 600 "$BUILD/tests/test_stress" > "$out" 2>&1
+    record "test_stress (STRATA_CHECK=1)" "$out" $?
+fi
 if [ -z "$SANITIZER" ]; then
     for s in tests/test_*.sh; do
         BUILD="$BUILD" timeout 900 sh "$s" > "$out" 2>&1

@@ -57,6 +57,22 @@ static int run_case(const char *name)
         static char not_ours[64];
         say_address(not_ours);
         strata_realloc(not_ours, 100);
+    } else if (strcmp(name, "stale-slice") == 0) {
+        /* Blocks of 20000 bytes live in two-slice pages (6 a page). Free them
+         * all, so the first page goes back to its segment, let a one-slice
+         * page of 16-byte blocks take its first slice, then free a stale
+         * pointer into its second slice (block 4, at 80000 bytes). */
+        char *blocks[30];
+        for (int i = 0; i < 30; i++)
+            blocks[i] = strata_malloc(20000);
+        char *stale = blocks[4];
+        for (int i = 0; i < 30; i++)
+            strata_free(blocks[i]);
+        for (int i = 0; i < 2000; i++)
+            strata_malloc(16);
+        say_address(stale);
+        strata_free(stale);
+        printf("stale free accepted\n");
     } else if (strcmp(name, "clean") == 0) {
         /* Heavy correct use: checked mode must not report anything. */
         void *held[512] = {0};
@@ -154,6 +170,8 @@ int main(int argc, char **argv)
     CHECK(aborted(&o) && reports(&o, "did not allocate"));
     o = spawn("large-double", "1");
     CHECK(aborted(&o) && reports(&o, "did not allocate"));
+    o = spawn("stale-slice", NULL);
+    CHECK(aborted(&o) && reports(&o, "not allocated"));
     o = spawn("realloc-foreign", NULL);
     CHECK(aborted(&o) && reports(&o, "did not allocate"));
 
