@@ -70,6 +70,7 @@ struct page {
     uint8_t slice_count;
     uint8_t in_use;           /* 1 while the page holds a size class */
     uint8_t listed;           /* 1 while on its class's available list */
+    uint8_t fresh;            /* 1 when taken from purged or new slices */
     char *start;
     struct page *next, *prev; /* available list of its class */
 };
@@ -115,6 +116,8 @@ void *os_map_aligned(size_t size, size_t alignment);
 void os_unmap(void *addr, size_t size);
 /* Gives the pages back to the OS; their contents read as zero afterwards. */
 void os_purge(void *addr, size_t size);
+/* Faults the pages in now, in one call rather than one trap per page. */
+void os_populate(void *addr, size_t size);
 /* Resizes a mapping, moving it if needed; NULL on failure. */
 void *os_remap(void *addr, size_t old_size, size_t new_size);
 void os_write_stderr(const char *text, size_t length);

@@ -80,6 +80,13 @@ void os_purge(void *addr, size_t size)
     errno = saved;
 }
 
+void os_populate(void *addr, size_t size)
+{
+    int saved = errno;
+    madvise(addr, size, MADV_POPULATE_WRITE); /* before Linux 5.14: EINVAL, harmless */
+    errno = saved;
+}
+
 void *os_remap(void *addr, size_t old_size, size_t new_size)
 {
     int saved = errno;
