@@ -10,6 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../bench/common.h"
+
 static int check_passed, check_failed;
 
 #define CHECK(cond)                                                              \
@@ -53,14 +55,7 @@ static inline int resident_is_meaningful(void)
     return 0;
 }
 
-/* A deterministic per-test random generator (xorshift). */
-static inline unsigned long long check_random(unsigned long long *state)
-{
-    unsigned long long x = *state;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return *state = x;
-}
+/* A deterministic per-test random generator: the benchmarks' xorshift. */
+#define check_random bench_random
 
 #endif
