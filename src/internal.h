@@ -99,8 +99,10 @@ struct heap {
     struct bin bins[CLASS_COUNT + 1];  /* the last is CLASS_NONE's, never room */
     struct page *current[CLASS_COUNT]; /* the page bins refill from */
     struct page *available[CLASS_COUNT]; /* pages with free blocks */
-    _Atomic(struct block *) remote;      /* blocks freed by other threads */
-    struct segment *segments;
+    /* Blocks freed by other threads: on a line of its own, which those
+     * threads write, so the owner's other fields do not bounce with it. */
+    _Alignas(64) _Atomic(struct block *) remote;
+    _Alignas(64) struct segment *segments;
     size_t dirty_slices;
     uint64_t purge_epoch;                /* time of the last purge check */
     struct heap *next_free;              /* the heap pool's free list */
