@@ -4,6 +4,7 @@
 #define STRATA_BENCH_COMMON_H
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -21,6 +22,19 @@ static inline unsigned long long bench_random(unsigned long long *state)
     x ^= x >> 7;
     x ^= x << 17;
     return *state = x;
+}
+
+static inline int bench_compare_doubles(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The median of n values (sorts them in place). */
+static inline double bench_median(double *values, size_t n)
+{
+    qsort(values, n, sizeof *values, bench_compare_doubles);
+    return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2.0;
 }
 
 struct bench_memory {

@@ -24,9 +24,11 @@ STRATA_EXPORT void *strata_calloc(size_t count, size_t size)
         errno = ENOMEM;
         return NULL;
     }
+    if (total > SMALL_MAX)
+        return large_calloc(total);
     void *p = alloc_inline(total);
-    if (likely(p != NULL) && total <= SMALL_MAX)
-        memset(p, 0, total); /* large blocks are fresh mappings, already zero */
+    if (likely(p != NULL))
+        memset(p, 0, total);
     return p;
 }
 
@@ -63,7 +65,12 @@ STRATA_EXPORT void *strata_realloc(void *ptr, size_t size)
             report_fatal("realloc of a pointer that is not allocated", ptr);
         if (size <= old_size && size >= old_size / 2)
             return ptr;
-        return move_block(ptr, old_size, size);
+        /* A block that grows tends to grow again: moving it to at least 1/4
+         * more halves the copying of a string grown in small steps. */
+        size_t target = size;
+        if (size > old_size && size < old_size + old_size / 4 && old_size + old_size / 4 <= SMALL_MAX)
+            target = old_size + old_size / 4;
+        return move_block(ptr, old_size, target);
     }
     if (size > SMALL_MAX)
         return large_realloc(ptr, size);

@@ -199,6 +199,10 @@ static bool current_with_free(struct heap *heap, unsigned class_index)
         page = page_new(heap, class_index);
         if (page == NULL)
             return false;
+        /* Populate only for a class in steady use: a program that takes one
+         * block of a big class would otherwise get four faulted in. */
+        if (heap->current[class_index] == &page_empty)
+            page->fresh = 0;
         page_extend(page);
     }
     heap->current[class_index] = page;

@@ -247,6 +247,8 @@ size_t small_usable_size(const void *p);
 
 /* ---- large.c: blocks mapped directly ------------------------------------ */
 void *large_alloc(size_t size, size_t alignment);
+/* A zeroed large block (calloc). */
+void *large_calloc(size_t size);
 /* Frees `p` if it is a live large block; false if it is not one. */
 bool large_free(void *p);
 /* Usable size of a live large block, 0 if `p` is not one. */
@@ -254,6 +256,8 @@ size_t large_usable_size(const void *p);
 /* Resizes a live large block with mremap; NULL with errno set on failure. */
 void *large_realloc(void *p, size_t size);
 void large_fork_child(void);
+/* Unmaps every cached large mapping now. */
+void large_cache_release(void);
 void large_lock_all(void);
 void large_unlock_all(void);
 

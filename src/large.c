@@ -1,7 +1,7 @@
 /* large.c: blocks above SMALL_MAX, each its own mapping, grown and shrunk
  * with mremap. A registry (open addressing, under one lock) records every
- * live large block, so freeing or resizing a pointer is validated exactly:
- * the cost is nothing beside the system call each operation makes anyway. */
+ * live large block, so freeing or moving a pointer is validated exactly: the
+ * cost is nothing beside the system call each of those makes anyway. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -86,27 +86,177 @@ static size_t round_to_page(size_t size)
     return (size + page - 1) & ~(page - 1);
 }
 
+/* Every large block starts LARGE_HEADER bytes into its mapping (or one
+ * alignment unit in, for alignments above it), after a header that lets
+ * realloc and usable-size answer without the registry's lock when the block
+ * still fits. The registry stays the authority for free and for moves. */
+#define LARGE_HEADER ((size_t)64)
+#define LARGE_MAGIC ((uintptr_t)0x5354524c41524745u)
+
+struct large_header {
+    uintptr_t magic; /* LARGE_MAGIC ^ the block's address */
+    size_t map_size;
+    size_t offset;   /* from the mapping's start to the block */
+    size_t asked;    /* the size last asked for: shrinking is a smaller ask */
+};
+
+static struct large_header *header_of(const void *p)
+{
+    return (struct large_header *)((uintptr_t)p - LARGE_HEADER);
+}
+
+/* The header of a default-aligned large block, read without the lock; NULL
+ * when `p` cannot be one (then the registry decides). A block's header is in
+ * the same OS page as the block, so reading it never faults. */
+static const struct large_header *quick_header(const void *p)
+{
+    if (((uintptr_t)p & (os_page_size() - 1)) != LARGE_HEADER)
+        return NULL;
+    const struct large_header *h = header_of(p);
+    return h->magic == (LARGE_MAGIC ^ (uintptr_t)p) ? h : NULL;
+}
+
+/* Recently freed mappings, kept for reuse so that a program which frees and
+ * allocates big buffers (or grows strings one after another) neither maps
+ * nor faults them in again. Bounded in count and bytes; a mapping unused for
+ * two purge delays is unmapped at the next large-block call. Under
+ * large_lock. */
+#define CACHE_SLOTS 8
+#define CACHE_BYTES ((size_t)32 << 20)
+
+struct cached_mapping {
+    char *base;
+    size_t map_size;
+    uint64_t freed_at;
+};
+
+static struct cached_mapping cache[CACHE_SLOTS];
+static size_t cache_count, cache_bytes;
+
+static void cache_remove(size_t i)
+{
+    cache_bytes -= cache[i].map_size;
+    cache[i] = cache[--cache_count];
+}
+
+/* Moves expired mappings (or, with `all`, every one) to `out` for the caller
+ * to unmap after unlocking; returns how many. */
+static size_t cache_expire(struct cached_mapping *out, bool all)
+{
+    uint64_t now = os_now_ns();
+    size_t n = 0;
+    for (size_t i = 0; i < cache_count;) {
+        if (all || now - cache[i].freed_at > 2 * PURGE_DELAY_NS) {
+            out[n++] = cache[i];
+            cache_remove(i);
+        } else {
+            i++;
+        }
+    }
+    return n;
+}
+
+/* The smallest cached mapping of at least `low` and at most `high` bytes. */
+static char *cache_take(size_t low, size_t high, size_t *map_size)
+{
+    size_t best = CACHE_SLOTS;
+    for (size_t i = 0; i < cache_count; i++)
+        if (cache[i].map_size >= low && cache[i].map_size <= high &&
+            (best == CACHE_SLOTS || cache[i].map_size < cache[best].map_size))
+            best = i;
+    if (best == CACHE_SLOTS)
+        return NULL;
+    char *base = cache[best].base;
+    *map_size = cache[best].map_size;
+    cache_remove(best);
+    return base;
+}
+
+/* Keeps a freed mapping if it fits, evicting the oldest; false if it does
+ * not belong in the cache (the caller unmaps it). */
+static bool cache_put(char *base, size_t map_size, struct cached_mapping *evicted, size_t *n)
+{
+    if (map_size > CACHE_BYTES / 4)
+        return false;
+    while (cache_count == CACHE_SLOTS || cache_bytes + map_size > CACHE_BYTES) {
+        size_t oldest = 0;
+        for (size_t i = 1; i < cache_count; i++)
+            if (cache[i].freed_at < cache[oldest].freed_at)
+                oldest = i;
+        evicted[(*n)++] = cache[oldest];
+        cache_remove(oldest);
+    }
+    cache[cache_count++] = (struct cached_mapping){base, map_size, os_now_ns()};
+    cache_bytes += map_size;
+    return true;
+}
+
+static void unmap_all(const struct cached_mapping *list, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        os_unmap(list[i].base, list[i].map_size);
+}
+
+static void *place(char *base, size_t map_size, size_t offset, size_t asked)
+{
+    char *p = base + offset;
+    *header_of(p) = (struct large_header){LARGE_MAGIC ^ (uintptr_t)p, map_size, offset, asked};
+    return p;
+}
+
+/* Whether a block of `usable` bytes last asked to be `asked` should stay
+ * where it is for a new size: it fits, and it is not a shrink to less than
+ * half (a block that grows into a roomy mapping keeps the room). */
+static bool stays(size_t usable, size_t asked, size_t size)
+{
+    return size <= usable && (size >= asked || size >= usable / 2);
+}
+
+static void *large_alloc_zeroed(size_t size, size_t alignment, bool zero);
+
 void *large_alloc(size_t size, size_t alignment)
+{
+    return large_alloc_zeroed(size, alignment, false);
+}
+
+void *large_calloc(size_t size)
+{
+    return large_alloc_zeroed(size, 0, true);
+}
+
+static void *large_alloc_zeroed(size_t size, size_t alignment, bool zero)
 {
     strata_init();
     size_t page = os_page_size();
-    if (size > (size_t)PTRDIFF_MAX - page - alignment) {
+    size_t offset = alignment > LARGE_HEADER ? alignment : LARGE_HEADER;
+    if (size > (size_t)PTRDIFF_MAX - page - offset) {
         errno = ENOMEM;
         return NULL;
     }
-    if (size == 0)
-        size = 1;
-    size_t map_size = round_to_page(size);
-    void *p = os_map_aligned(map_size, alignment > page ? alignment : page);
-    if (p == NULL) {
+    size_t map_size = round_to_page(size + offset);
+    struct cached_mapping expired[CACHE_SLOTS];
+    char *base = NULL;
+    pthread_mutex_lock(&large_lock);
+    size_t n = cache_expire(expired, false);
+    if (alignment <= LARGE_HEADER) /* cached mappings are only page-aligned */
+        base = cache_take(map_size, 2 * map_size, &map_size);
+    pthread_mutex_unlock(&large_lock);
+    unmap_all(expired, n);
+    bool reused = base != NULL;
+    if (base == NULL)
+        base = os_map_aligned(map_size, alignment > page ? alignment : page);
+    if (base == NULL) {
         errno = ENOMEM;
         return NULL;
     }
+    void *p = place(base, map_size, offset, size);
+    if (zero && reused) /* a fresh mapping is zero already; a reused one is not */
+        memset(p, 0, size);
     pthread_mutex_lock(&large_lock);
     bool ok = insert((uintptr_t)p, map_size, alignment);
     pthread_mutex_unlock(&large_lock);
     if (!ok) {
-        os_unmap(p, map_size);
+        os_unmap(base, map_size);
         errno = ENOMEM;
         return NULL;
     }
@@ -115,25 +265,45 @@ void *large_alloc(size_t size, size_t alignment)
 
 bool large_free(void *p)
 {
+    struct cached_mapping evicted[CACHE_SLOTS + 1];
     pthread_mutex_lock(&large_lock);
     struct large_entry *entry = lookup((uintptr_t)p);
-    size_t map_size = 0;
-    if (entry != NULL) {
-        map_size = entry->map_size;
-        entry->address = SLOT_DELETED;
-    }
-    pthread_mutex_unlock(&large_lock);
-    if (entry == NULL)
+    if (entry == NULL) {
+        pthread_mutex_unlock(&large_lock);
         return false;
-    os_unmap(p, map_size);
+    }
+    size_t map_size = entry->map_size;
+    bool page_aligned = entry->alignment <= os_page_size();
+    entry->address = SLOT_DELETED;
+    struct large_header *h = header_of(p);
+    char *base = (char *)p - h->offset;
+    h->magic = 0; /* a stale pointer to this address is no longer a block */
+    size_t n = cache_expire(evicted, false);
+    bool kept = page_aligned && cache_put(base, map_size, evicted, &n);
+    pthread_mutex_unlock(&large_lock);
+    unmap_all(evicted, n);
+    if (!kept)
+        os_unmap(base, map_size);
     return true;
+}
+
+void large_cache_release(void)
+{
+    struct cached_mapping all[CACHE_SLOTS];
+    pthread_mutex_lock(&large_lock);
+    size_t n = cache_expire(all, true);
+    pthread_mutex_unlock(&large_lock);
+    unmap_all(all, n);
 }
 
 size_t large_usable_size(const void *p)
 {
+    const struct large_header *h = quick_header(p);
+    if (h != NULL && !strata_options.check)
+        return h->map_size - h->offset;
     pthread_mutex_lock(&large_lock);
     struct large_entry *entry = lookup((uintptr_t)p);
-    size_t size = entry ? entry->map_size : 0;
+    size_t size = entry ? entry->map_size - header_of(p)->offset : 0;
     pthread_mutex_unlock(&large_lock);
     return size;
 }
@@ -141,9 +311,17 @@ size_t large_usable_size(const void *p)
 void *large_realloc(void *p, size_t size)
 {
     size_t page = os_page_size();
-    if (size > (size_t)PTRDIFF_MAX - page - size / 8) {
+    if (size > (size_t)PTRDIFF_MAX - page - size / 8 - LARGE_HEADER) {
         errno = ENOMEM;
         return NULL;
+    }
+    /* A string grown in small steps reallocs thousands of times between
+     * moves: those calls only read the header. */
+    struct large_header *quick = (struct large_header *)quick_header(p);
+    if (quick != NULL && !strata_options.check &&
+        stays(quick->map_size - quick->offset, quick->asked, size)) {
+        quick->asked = size;
+        return p;
     }
     pthread_mutex_lock(&large_lock);
     struct large_entry *entry = lookup((uintptr_t)p);
@@ -153,38 +331,67 @@ void *large_realloc(void *p, size_t size)
     if (old_size == 0)
         report_fatal("realloc of a pointer strata did not allocate", p);
 
-    size_t exact = round_to_page(size);
-    if (exact <= old_size && exact >= old_size / 2)
-        return p; /* fits, and shrinking would return too little to matter */
+    struct large_header *header = header_of(p);
+    size_t offset = header->offset;
+    size_t exact = round_to_page(size + offset);
+    if (stays(old_size - offset, header->asked, size)) {
+        header->asked = size;
+        return p;
+    }
     /* Growth keeps 1/8 headroom, so a string grown in small steps costs a
      * system call per 12% of growth rather than one per page. */
-    size_t new_size = exact > old_size ? round_to_page(size + size / 8) : exact;
+    size_t new_size = exact > old_size ? round_to_page(size + size / 8 + offset) : exact;
     void *q;
     if (alignment > page && exact > old_size) {
-        q = large_alloc(new_size, alignment);
+        q = large_alloc(size + size / 8, alignment);
         if (q == NULL)
             return NULL;
-        memcpy(q, p, old_size);
+        memcpy(q, p, old_size - offset);
         large_free(p);
         return q;
+    }
+    /* Growing into a cached mapping that is already faulted in beats
+     * mremap plus a fault per new page; a growing block will use the room. */
+    if (exact > old_size) {
+        size_t cached_size = 0;
+        pthread_mutex_lock(&large_lock);
+        char *cached = cache_take(exact, 16 * exact, &cached_size);
+        if (cached != NULL) {
+            q = place(cached, cached_size, offset, size);
+            memcpy(q, p, old_size - offset);
+            lookup((uintptr_t)p)->address = SLOT_DELETED;
+            bool ok = insert((uintptr_t)q, cached_size, alignment);
+            pthread_mutex_unlock(&large_lock);
+            if (!ok)
+                report_fatal("cannot grow the large-block registry", q);
+            header_of(p)->magic = 0;
+            os_unmap((char *)p - offset, old_size);
+            return q;
+        }
+        pthread_mutex_unlock(&large_lock);
     }
     /* The registry changes in the same critical section as the mapping: if
      * mremap moves the block, another thread may map the old address as
      * soon as it is free, and must not find it registered with our size. */
     pthread_mutex_lock(&large_lock);
-    q = os_remap(p, old_size, new_size);
+    char *base = os_remap((char *)p - offset, old_size, new_size);
     bool ok = true;
-    if (q != NULL) {
+    if (base != NULL) {
+        q = place(base, new_size, offset, size);
         lookup((uintptr_t)p)->address = SLOT_DELETED;
         ok = insert((uintptr_t)q, new_size, alignment);
     }
     pthread_mutex_unlock(&large_lock);
-    if (q == NULL) {
+    if (base == NULL) {
         errno = ENOMEM;
         return NULL;
     }
     if (!ok)
         report_fatal("cannot grow the large-block registry", q);
+    /* The caller grew the block to write it, and will likely grow it into
+     * the headroom too: fault that in with one call, not a trap a page. */
+    if (new_size > old_size)
+        os_populate(base + old_size, new_size - old_size);
     return q;
 }
 
