@@ -37,7 +37,7 @@ $(BUILD)/libstrata.a: $(ALL_OBJ)
 # Test programs link the core objects directly (white-box access to internals);
 # the override is exercised through libstrata.so/.a by tests/run.sh.
 TEST_CFLAGS := -std=gnu11 $(WARN) -Iinclude -Isrc -D_GNU_SOURCE $(CFLAGS)
-$(BUILD)/tests/%: tests/%.c tests/check.h $(CORE_OBJ)
+$(BUILD)/tests/%: tests/%.c tests/check.h bench/common.h $(CORE_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_CFLAGS) $< $(CORE_OBJ) -o $@ $(LIBS) -ldl
 
@@ -64,7 +64,7 @@ bench: all $(BENCH_BIN)
 	BUILD=$(BUILD) python3 bench/run.py
 
 bench-full: all $(BENCH_BIN)
-	BUILD=$(BUILD) python3 bench/run.py --full
+	BUILD=$(BUILD) python3 bench/run.py --mode full
 
 bench-deps:
 	sh bench/deps.sh

@@ -5,9 +5,11 @@ import csv
 import glob
 import os
 import platform
+import tempfile
 import statistics
 import subprocess
 import sys
+import time
 
 # Debian package that ships each allocator, for the "how to install" line.
 KNOWN = [
@@ -58,17 +60,51 @@ def ratio(value, reference):
     return None if not reference else value / reference
 
 
-def run_program(command, preload, env_extra=None, timeout=600):
-    """Runs a benchmark program, returns the parsed fields of each output line."""
+def environment(preload, env_extra=None):
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
     if preload:
         env["LD_PRELOAD"] = preload
     env.update(env_extra or {})
-    out = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
+    return env
+
+
+def run_program(command, preload, env_extra=None, timeout=600):
+    """Runs a benchmark program, returns the parsed fields of each output line."""
+    out = subprocess.run(command, env=environment(preload, env_extra), capture_output=True,
+                         text=True, timeout=timeout)
     if out.returncode != 0:
         raise RuntimeError("%s failed (%d): %s" % (" ".join(command), out.returncode, out.stderr[-500:]))
     return [parse_fields(line) for line in out.stdout.splitlines() if "=" in line]
+
+
+def run_timed(command, preload, peakrss):
+    """Runs a program through the `peakrss` helper, returns (wall
+    milliseconds, peak resident MB, stdout)."""
+    with tempfile.NamedTemporaryFile(mode="r") as peak:
+        env = environment(None, {"PEAKRSS_OUT": peak.name})
+        if preload:
+            env["LD_PRELOAD"] = preload  # reaches the command through the helper
+        start = time.monotonic()
+        out = subprocess.run([peakrss] + command, env=env, capture_output=True, text=True)
+        elapsed = (time.monotonic() - start) * 1000.0
+        if out.returncode != 0:
+            raise RuntimeError("%s failed (%d): %s" % (" ".join(command), out.returncode, out.stderr[-500:]))
+        return elapsed, kb_to_mb(int(peak.read().strip() or 0)), out.stdout
+
+
+def kb_to_mb(kb):
+    return kb / 1024.0
+
+
+def read_status_field(text, field):
+    """The value in MB of a 'Field:   N kB' line of /proc/PID/status text."""
+    for line in text.splitlines():
+        if line.startswith(field + ":"):
+            parts = line.split()
+            if len(parts) >= 2 and parts[1].isdigit():
+                return kb_to_mb(int(parts[1]))
+    raise KeyError(field)
 
 
 def human(value):

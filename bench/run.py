@@ -1,78 +1,256 @@
 #!/usr/bin/env python3
 """bench/run.py: make bench. Runs each seed table's benchmark for strata and
-every other allocator on the machine, side by side, and prints the tables
-with each allocator's figure as a ratio to strata's. Raw runs go to
-bench/results/*.csv, the tables to bench/results/*.md."""
+every other allocator on the machine, side by side in one run, and prints the
+tables with each allocator's figure as a ratio to strata's. Raw runs go to
+OUT/<table>.csv, the tables to OUT/tables.md, plots to OUT/*.svg."""
 import argparse
 import os
+import shutil
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 
+HERE = os.path.dirname(os.path.abspath(__file__))
 
-def threads_table(build, allocators, thread_counts, repeats, replacements):
-    program = os.path.join(build, "bench", "threads")
-    raw = []
-    for rep in range(repeats):
-        for threads in thread_counts:
-            for name, preload in allocators:
-                harness.progress("threads: run %d/%d, %2d threads, %s" % (rep + 1, repeats, threads, name))
-                for fields in harness.run_program([program, "-t", str(threads), "-r", str(replacements)], preload):
-                    fields.update(allocator=name, run=rep + 1)
-                    raw.append(fields)
-    harness.write_csv("bench/results/threads.csv", raw)
+# Sizes per mode: smoke (the test suite's quick run), default, full.
+SIZES = {
+    "smoke": dict(replacements=20000, threads=[1, 2], pairs=[1], cross_blocks=20480,
+                  grow=[22500, 135000], grow_repeats=3,
+                  zsh=dict(string=[5000, 1], array=[3000], function=[2000], search=[2000]),
+                  working_mb=16),
+    "default": dict(replacements=2000000, threads=[1, 2, 4, 8, 16], pairs=[1, 2, 4],
+                    cross_blocks=2000000, grow=[225000, 1350000], grow_repeats=21,
+                    zsh=dict(string=[60000, 1], array=[60000], function=[40000], search=[20000]),
+                    working_mb=500),
+    "full": dict(replacements=8000000, threads=[1, 2, 4, 8, 16], pairs=[1, 2, 4, 8],
+                 cross_blocks=8000000, grow=[225000, 1350000], grow_repeats=51,
+                 zsh=dict(string=[225000, 1], array=[200000], function=[100000], search=[100000]),
+                 working_mb=500),
+}
 
-    def med(name, threads, key):
-        return harness.median([r[key] for r in raw if r["allocator"] == name and r["threads"] == threads])
 
-    names = [name for name, _ in allocators]
-    header = ["allocator"] + ["%d thread%s" % (t, "" if t == 1 else "s") for t in thread_counts]
-    rows = []
-    for name in names:
-        row = [name]
-        for t in thread_counts:
-            value = med(name, t, "ops_per_sec")
-            r = harness.ratio(value, med("strata", t, "ops_per_sec"))
-            row.append(harness.human(value) if name == "strata" else "%s (%.2fx)" % (harness.human(value), r))
-        rows.append(row)
-    speed = harness.markdown_table(header, rows)
+class Suite:
+    def __init__(self, build, out, allocators, repeats, sizes):
+        self.build, self.out, self.allocators = build, out, allocators
+        self.repeats, self.sizes = repeats, sizes
+        self.names = [name for name, _ in allocators]
 
-    first, last = thread_counts[0], thread_counts[-1]
-    header = ["allocator", "Top resident", "Top virtual", "Low resident", "Low virtual"]
-    rows = []
-    for name in names:
-        row = [name]
-        for key in ("top_rss_mb", "top_vm_mb", "low_rss_mb", "low_vm_mb"):
-            row.append("%.0f / %.0f" % (med(name, first, key), med(name, last, key)))
-        rows.append(row)
-    memory = harness.markdown_table(header, rows)
-    return ("### threads (seed 002): alloc/free operations per second, median of %d runs\n"
-            "16000 blocks of 16..16384 bytes split over the threads; ratio = allocator / strata.\n\n%s\n\n"
-            "### threads: memory in MB, %d thread / %d threads (Top: peak; Low: all freed, threads exited)\n\n%s\n"
-            % (repeats, speed, first, last, memory))
+    def program(self, name):
+        return os.path.join(self.build, "bench", name)
+
+    def runs(self, table, label_of, command_of, cases):
+        """Runs command_of(case) for every case, allocator and repeat (repeats
+        outermost, so drift spreads evenly); returns the parsed rows."""
+        rows = []
+        for rep in range(self.repeats):
+            for case in cases:
+                for name, preload in self.allocators:
+                    harness.progress("%s: run %d/%d, %s, %s" % (table, rep + 1, self.repeats,
+                                                                label_of(case), name))
+                    for fields in harness.run_program(command_of(case), preload):
+                        if "t_ms" in fields:
+                            continue
+                        fields.update(allocator=name, run=rep + 1, case=label_of(case))
+                        rows.append(fields)
+        harness.write_csv(os.path.join(self.out, table + ".csv"), rows)
+        return rows
+
+    def med(self, rows, name, case, key):
+        return harness.median([r[key] for r in rows if r["allocator"] == name and r["case"] == case])
+
+    def ratio_table(self, rows, cases, key, fmt, higher_is_better=True):
+        """One row per allocator, one column per case: the median, and for the
+        others their ratio to strata's."""
+        table = []
+        for name in self.names:
+            row = [name]
+            for case in cases:
+                value = self.med(rows, name, case, key)
+                text = fmt(value)
+                if name != "strata":
+                    text += " (%.2fx)" % harness.ratio(value, self.med(rows, "strata", case, key))
+                row.append(text)
+            table.append(row)
+        return table
+
+    def memory_table(self, rows, cases, keys):
+        header = ["allocator"] + [k[1] for k in keys]
+        table = []
+        for name in self.names:
+            table.append([name] + [" / ".join("%.0f" % self.med(rows, name, c, k[0]) for c in cases)
+                                   for k in keys])
+        return header, table
+
+    # ---- the tables ------------------------------------------------------
+    def threads(self):
+        counts = self.sizes["threads"]
+        rows = self.runs("threads", lambda t: "%d" % t,
+                         lambda t: [self.program("threads"), "-t", str(t), "-r",
+                                    str(self.sizes["replacements"])], counts)
+        cases = ["%d" % t for t in counts]
+        speed = harness.markdown_table(["allocator"] + ["%s thr" % c for c in cases],
+                                       self.ratio_table(rows, cases, "ops_per_sec", harness.human))
+        ends = [cases[0], cases[-1]]
+        header, memory = self.memory_table(rows, ends, [("top_rss_mb", "Top resident"),
+                                                        ("top_vm_mb", "Top virtual"),
+                                                        ("low_rss_mb", "Low resident"),
+                                                        ("low_vm_mb", "Low virtual")])
+        self.plot_threads(rows, counts)
+        return ("### threads (seed 002): alloc/free operations per second\n"
+                "16000 blocks of 16..16384 bytes split over the threads, random blocks replaced.\n\n%s\n\n"
+                "Memory in MB, %s / %s threads (Top: peak; Low: all freed, threads exited):\n\n%s\n"
+                % (speed, ends[0], ends[1], harness.markdown_table(header, memory)))
+
+    def crossthread(self):
+        pairs = self.sizes["pairs"]
+        rows = self.runs("crossthread", lambda p: "%d" % (2 * p),
+                         lambda p: [self.program("crossthread"), "-p", str(p), "-n",
+                                    str(self.sizes["cross_blocks"])], pairs)
+        cases = ["%d" % (2 * p) for p in pairs]
+        speed = harness.markdown_table(["allocator"] + ["%s thr" % c for c in cases],
+                                       self.ratio_table(rows, cases, "ops_per_sec", harness.human))
+        header, memory = self.memory_table(rows, [cases[0]], [("top_rss_mb", "Top resident"),
+                                                               ("low_rss_mb", "Low resident")])
+        return ("### cross-thread: producer/consumer pairs, every block freed by another thread\n"
+                "Blocks of 16..4096 bytes passed in batches of 256; operations per second.\n\n%s\n\n"
+                "Memory in MB at %s threads:\n\n%s\n"
+                % (speed, cases[0], harness.markdown_table(header, memory)))
+
+    def grow(self):
+        sizes = self.sizes["grow"]
+        rows = self.runs("grow", lambda m: "%d" % m,
+                         lambda m: [self.program("grow"), "-m", str(m), "-r",
+                                    str(self.sizes["grow_repeats"])], sizes)
+        cases = ["%d" % m for m in sizes]
+        ms = self.ratio_table(rows, cases, "ms_per_string", lambda v: "%.2f ms" % v)
+        header = ["allocator"] + ["%.0f KB: time" % (int(c) / 1000) for c in cases] + ["peak resident MB"]
+        table = [row + [" / ".join("%.1f" % self.med(rows, row[0], c, "top_rss_mb") for c in cases)]
+                 for row in ms]
+        return ("### grow (seed 003): a string grown by realloc in 10-byte steps\n"
+                "Median milliseconds per string (lower is better; ratio = allocator / strata).\n\n%s\n"
+                % harness.markdown_table(header, table))
+
+    def zsh(self):
+        zsh = shutil.which("zsh")
+        if zsh is None:
+            return "### zsh\nzsh is not installed (apt-get install zsh): table skipped.\n"
+        peakrss = self.program("peakrss")
+        tests = self.sizes["zsh"]
+        rows = []
+        for rep in range(self.repeats):
+            for test, args in tests.items():
+                for name, preload in self.allocators:
+                    harness.progress("zsh: run %d/%d, %s_test, %s" % (rep + 1, self.repeats, test, name))
+                    script = os.path.join(HERE, "zsh", test + ".zsh")
+                    ms, peak, _ = harness.run_timed([zsh, "-f", script] + [str(a) for a in args],
+                                                    preload, peakrss)
+                    rows.append(dict(allocator=name, run=rep + 1, case=test, ms=ms, peak_rss_mb=peak))
+        harness.write_csv(os.path.join(self.out, "zsh.csv"), rows)
+        cases = list(tests)
+        ms = self.ratio_table(rows, cases, "ms", lambda v: "%.0f ms" % v)
+        header = ["allocator"] + ["%s_test" % c for c in cases] + ["peak resident MB (%s)" % "/".join(cases)]
+        table = [row + [" / ".join("%.1f" % self.med(rows, row[0], c, "peak_rss_mb") for c in cases)]
+                 for row in ms]
+        return ("### zsh (seeds 000/001): the real zsh running perf-test style scripts\n"
+                "Median wall milliseconds (lower is better) and peak resident memory.\n\n%s\n"
+                % harness.markdown_table(header, table))
+
+    def memtime(self):
+        mb = self.sizes["working_mb"]
+        rows = []
+        curves = {}
+        for rep in range(self.repeats):
+            for name, preload in self.allocators:
+                harness.progress("memory over time: run %d/%d, %d MB burst, %s" % (rep + 1, self.repeats, mb, name))
+                fields = harness.run_program([self.program("memtime"), "-w", str(mb)], preload)
+                summary = [f for f in fields if "summary" in f][0]
+                summary.update(allocator=name, run=rep + 1, case="burst")
+                rows.append(summary)
+                if rep == 0:
+                    curves[name] = [(f["t_ms"], f["rss_mb"]) for f in fields if "t_ms" in f]
+        harness.write_csv(os.path.join(self.out, "memtime.csv"), rows)
+        self.plot_memtime(curves, rows)
+        header = ["allocator", "start", "peak", "100 ms after free", "end (300 ms)"]
+        table = []
+        for name in self.names:
+            table.append([name] + ["%.0f" % self.med(rows, name, "burst", k) for k in
+                                   ("start_rss_mb", "peak_rss_mb", "after_100ms_rss_mb", "end_rss_mb")])
+        return ("### memory over time (seed 000's mem-test): resident MB around a %d MB burst\n"
+                "Small blocks (16..1024 bytes) allocated, held 50 ms, freed; light work goes on.\n\n%s\n"
+                % (mb, harness.markdown_table(header, table)))
+
+    # ---- plots -----------------------------------------------------------
+    def gnuplot(self, script, name):
+        if shutil.which("gnuplot") is None:
+            harness.progress("gnuplot not installed (apt-get install gnuplot-nox): %s not drawn" % name)
+            return
+        subprocess.run(["gnuplot"], input=script, text=True, check=True)
+
+    def plot_threads(self, rows, counts):
+        data = os.path.join(self.out, "threads.dat")
+        with open(data, "w") as f:
+            for name in self.names:
+                f.write("# %s\n" % name)
+                for t in counts:
+                    f.write("%d %.0f\n" % (t, self.med(rows, name, "%d" % t, "ops_per_sec")))
+                f.write("\n\n")
+        plots = ", ".join("'%s' index %d using 1:($2/1e6) with linespoints title '%s'" % (data, i, n)
+                          for i, n in enumerate(self.names))
+        self.gnuplot("set terminal svg size 720,420 font 'sans,12'\nset output '%s'\n"
+                     "set title 'threads (seed 002): alloc/free operations per second'\n"
+                     "set xlabel 'threads'\nset ylabel 'million ops/s'\nset logscale x 2\n"
+                     "set key left top\nset grid\nplot %s\n"
+                     % (os.path.join(self.out, "threads.svg"), plots), "threads.svg")
+
+    def plot_memtime(self, curves, rows):
+        data = os.path.join(self.out, "memtime.dat")
+        with open(data, "w") as f:
+            for name in self.names:
+                f.write("# %s\n" % name)
+                for t, mb in curves.get(name, []):
+                    f.write("%.1f %.1f\n" % (t, mb))
+                f.write("\n\n")
+        plots = ", ".join("'%s' index %d using 1:2 with lines lw 2 title '%s'" % (data, i, n)
+                          for i, n in enumerate(self.names))
+        free_ms = [r["free_ms"] for r in rows if r["run"] == 1 and r["allocator"] == "strata"]
+        arrow = ("set arrow from %.0f, graph 0 to %.0f, graph 1 nohead dt 2\n" % (free_ms[0], free_ms[0])
+                 if free_ms else "")
+        self.gnuplot("set terminal svg size 720,420 font 'sans,12'\nset output '%s'\n"
+                     "set title 'memory over time: resident MB, burst then free (dashed)'\n"
+                     "set xlabel 'milliseconds'\nset ylabel 'resident MB'\nset key right top\n"
+                     "set grid\n%splot %s\n" % (os.path.join(self.out, "memtime.svg"), arrow, plots),
+                     "memtime.svg")
+
+
+TABLES = ["threads", "crossthread", "grow", "zsh", "memtime"]
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--build", default=os.environ.get("BUILD", "build"))
-    parser.add_argument("--full", action="store_true", help="longer runs")
+    parser.add_argument("--out", default=os.path.join(HERE, "results"))
+    parser.add_argument("--mode", choices=sorted(SIZES), default="default")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--threads", default="1,2,4,8,16")
+    parser.add_argument("--only", default=",".join(TABLES), help="comma-separated tables")
     args = parser.parse_args()
 
+    os.makedirs(args.out, exist_ok=True)
     allocators, missing = harness.find_allocators(os.path.join(args.build, "libstrata.so"))
-    for name, package in missing:
-        print("note: %s not installed; measuring the rest (apt-get install %s, or make bench-deps)"
-              % (name, package))
-    counts = [int(t) for t in args.threads.split(",")]
-    replacements = 8000000 if args.full else 2000000
-    report = "## strata benchmarks\nMachine: %s\n\n" % harness.machine_line()
-    report += threads_table(args.build, allocators, counts, args.repeats, replacements)
-    os.makedirs("bench/results", exist_ok=True)
-    with open("bench/results/tables.md", "w") as f:
-        f.write(report)
-    print(report)
+    notes = ["note: %s is not installed; measured the rest (apt-get install %s, or sudo make bench-deps)"
+             % (name, package) for name, package in missing]
+    for note in notes:
+        print(note)
+    suite = Suite(args.build, args.out, allocators, args.repeats, SIZES[args.mode])
+    report = ["## strata benchmarks", "Machine: %s. Mode: %s, median of %d runs; ratio = allocator / strata."
+              % (harness.machine_line(), args.mode, args.repeats)] + notes
+    for table in args.only.split(","):
+        report.append(getattr(suite, table)())
+    text = "\n\n".join(report) + "\n"
+    with open(os.path.join(args.out, "tables.md"), "w") as f:
+        f.write(text)
+    print(text)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,135 @@
+/* bench/memtime.c: seed 000's mem-test. Resident memory is sampled every
+ * 2 ms by a thread that reads /proc/self/statm (without allocating) through
+ * a run that allocates a large working set of small blocks, holds it, frees
+ * it and then goes on with light work. Prints a summary line (resident at
+ * start, at peak, 100 ms after the free and at the end) and the samples. */
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common.h"
+
+#define MAX_SAMPLES 20000
+
+static double sample_ms[MAX_SAMPLES];
+static double sample_mb[MAX_SAMPLES];
+static _Atomic int sample_count;
+static _Atomic int stop;
+static double origin;
+
+static double resident_mb_now(int fd)
+{
+    char text[128];
+    ssize_t n = pread(fd, text, sizeof text - 1, 0);
+    if (n <= 0)
+        return 0;
+    text[n] = '\0';
+    unsigned long size = 0, resident = 0;
+    sscanf(text, "%lu %lu", &size, &resident);
+    return (double)resident * (double)sysconf(_SC_PAGESIZE) / 1048576.0;
+}
+
+static void *sampler(void *arg)
+{
+    int fd = *(int *)arg;
+    struct timespec pause = {0, 2000000};
+    while (!atomic_load(&stop)) {
+        int i = atomic_load(&sample_count);
+        if (i < MAX_SAMPLES) {
+            sample_ms[i] = (bench_now() - origin) * 1000.0;
+            sample_mb[i] = resident_mb_now(fd);
+            atomic_store(&sample_count, i + 1);
+        }
+        nanosleep(&pause, NULL);
+    }
+    return NULL;
+}
+
+/* Light allocation work for `ms` milliseconds: what a program does after
+ * its burst, and the calls an allocator may purge on. */
+static void light_work(double ms, unsigned long long *rng)
+{
+    double end = bench_now() + ms / 1000.0;
+    void *held[64] = {0};
+    struct timespec pause = {0, 1000000};
+    while (bench_now() < end) {
+        for (int i = 0; i < 64; i++) {
+            free(held[i]);
+            held[i] = malloc(16 + bench_random(rng) % 256);
+        }
+        nanosleep(&pause, NULL);
+    }
+    for (int i = 0; i < 64; i++)
+        free(held[i]);
+}
+
+static double resident_at(double ms)
+{
+    int n = atomic_load(&sample_count);
+    for (int i = 0; i < n; i++)
+        if (sample_ms[i] >= ms)
+            return sample_mb[i];
+    return n ? sample_mb[n - 1] : 0;
+}
+
+int main(int argc, char **argv)
+{
+    size_t working_mb = 500;
+    int print_samples = 1;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-w") == 0 && i + 1 < argc)
+            working_mb = (size_t)atol(argv[++i]);
+        else if (strcmp(argv[i], "-q") == 0)
+            print_samples = 0;
+    }
+    int fd = open("/proc/self/statm", O_RDONLY);
+    if (fd < 0 || working_mb == 0) {
+        fprintf(stderr, "usage: memtime [-w working_set_mb] [-q]\n");
+        return 2;
+    }
+    unsigned long long rng = 12345;
+    origin = bench_now();
+    pthread_t thread;
+    pthread_create(&thread, NULL, sampler, &fd);
+
+    light_work(50, &rng);
+    double start_mb = resident_mb_now(fd);
+    /* The pointer array comes from mmap, so only the blocks are measured. */
+    size_t capacity = working_mb * 1048576 / 16;
+    void **blocks = mmap(NULL, capacity * sizeof *blocks, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    size_t count = 0, bytes = 0;
+    double burst_ms = (bench_now() - origin) * 1000.0;
+    while (bytes < working_mb * 1048576 && count < capacity) {
+        size_t size = 16 + (size_t)(bench_random(&rng) % 1009);
+        blocks[count] = malloc(size);
+        memset(blocks[count], 1, size < 64 ? size : 64);
+        bytes += size;
+        count++;
+    }
+    light_work(50, &rng);
+    double peak_mb = resident_mb_now(fd);
+    double free_ms = (bench_now() - origin) * 1000.0;
+    for (size_t i = 0; i < count; i++)
+        free(blocks[i]);
+    munmap(blocks, capacity * sizeof *blocks);
+    light_work(300, &rng);
+    double end_mb = resident_mb_now(fd);
+    atomic_store(&stop, 1);
+    pthread_join(thread, NULL);
+
+    printf("summary=1 working_mb=%zu start_rss_mb=%.1f peak_rss_mb=%.1f after_100ms_rss_mb=%.1f "
+           "end_rss_mb=%.1f burst_ms=%.0f free_ms=%.0f\n",
+           working_mb, start_mb, peak_mb, resident_at(free_ms + 100), end_mb, burst_ms, free_ms);
+    if (print_samples)
+        for (int i = 0; i < atomic_load(&sample_count); i++)
+            printf("t_ms=%.1f rss_mb=%.1f\n", sample_ms[i], sample_mb[i]);
+    close(fd);
+    return 0;
+}

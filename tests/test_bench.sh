@@ -1,0 +1,30 @@
+#!/bin/sh
+# tests/test_bench.sh: a smoke run of the whole benchmark suite (tiny sizes,
+# one run) into a temporary folder; checks every table and file appears.
+BUILD=${BUILD:-build}
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+pass=0
+fail=0
+check() { if eval "$1"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $2"; fi; }
+
+python3 bench/run.py --build "$BUILD" --mode smoke --repeats 1 --out "$out" > "$out/stdout" 2> "$out/progress"
+check '[ $? -eq 0 ]' "bench/run.py exits 0"
+for heading in "### threads" "### cross-thread" "### grow" "### zsh" "### memory over time"; do
+    check 'grep -q "^$heading" "$out/tables.md"' "table $heading"
+done
+for csv in threads crossthread grow zsh memtime; do
+    check '[ -s "$out/$csv.csv" ] && grep -q strata "$out/$csv.csv"' "$csv.csv with strata rows"
+done
+check '[ "$(grep -c "^| strata |" "$out/tables.md")" -ge 7 ]' "strata has a row in every table"
+check 'grep -q "run 1/1" "$out/progress"' "progress lines"
+if command -v gnuplot > /dev/null; then
+    for svg in threads memtime; do
+        check 'grep -q "<svg" "$out/$svg.svg"' "$svg.svg plotted"
+    done
+else
+    echo "gnuplot is not installed (apt-get install gnuplot-nox): plots not checked"
+    fail=$((fail + 1))
+fi
+echo "checks: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
