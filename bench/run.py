@@ -205,23 +205,22 @@ class Suite:
                      % (os.path.join(self.out, "threads.svg"), plots), "threads.svg")
 
     def plot_memtime(self, curves, rows):
+        """Each allocator's first run, shifted so that its free starts at 0."""
         data = os.path.join(self.out, "memtime.dat")
         with open(data, "w") as f:
             for name in self.names:
+                free_ms = [r["free_ms"] for r in rows if r["run"] == 1 and r["allocator"] == name][0]
                 f.write("# %s\n" % name)
                 for t, mb in curves.get(name, []):
-                    f.write("%.1f %.1f\n" % (t, mb))
+                    f.write("%.1f %.1f\n" % (t - free_ms, mb))
                 f.write("\n\n")
         plots = ", ".join("'%s' index %d using 1:2 with lines lw 2 title '%s'" % (data, i, n)
                           for i, n in enumerate(self.names))
-        free_ms = [r["free_ms"] for r in rows if r["run"] == 1 and r["allocator"] == "strata"]
-        arrow = ("set arrow from %.0f, graph 0 to %.0f, graph 1 nohead dt 2\n" % (free_ms[0], free_ms[0])
-                 if free_ms else "")
         self.gnuplot("set terminal svg size 720,420 font 'sans,12'\nset output '%s'\n"
-                     "set title 'memory over time: resident MB, burst then free (dashed)'\n"
-                     "set xlabel 'milliseconds'\nset ylabel 'resident MB'\nset key right top\n"
-                     "set grid\n%splot %s\n" % (os.path.join(self.out, "memtime.svg"), arrow, plots),
-                     "memtime.svg")
+                     "set title 'memory over time: resident MB around the free of a burst'\n"
+                     "set xlabel 'milliseconds since the free began'\nset ylabel 'resident MB'\n"
+                     "set key right top\nset grid\nset arrow from 0, graph 0 to 0, graph 1 nohead dt 2\n"
+                     "plot %s\n" % (os.path.join(self.out, "memtime.svg"), plots), "memtime.svg")
 
 
 TABLES = ["threads", "crossthread", "grow", "zsh", "memtime"]
