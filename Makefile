@@ -11,7 +11,7 @@ BASE_CFLAGS := -std=gnu11 $(WARN) -Iinclude -Isrc -fPIC -fvisibility=hidden \
   -D_GNU_SOURCE
 LIBS := -lpthread
 
-CORE := os report options sizeclass segment purge heap free large api
+CORE := os report options sizeclass segment purge heap free large stats api
 CORE_OBJ := $(CORE:%=$(BUILD)/obj/%.o)
 ALL_OBJ := $(CORE_OBJ) $(BUILD)/obj/override.o
 HEADERS := include/strata.h src/internal.h src/platform.h

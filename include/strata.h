@@ -5,6 +5,7 @@
 #define STRATA_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -65,6 +66,50 @@ int strata_posix_memalign(void **out, size_t alignment, size_t size);
 /* Returns the number of bytes usable in the block at `ptr` (at least the size
  * asked for), 0 for NULL or for a pointer strata did not allocate. */
 size_t strata_usable_size(const void *ptr);
+
+/* ---- Memory back to the OS, statistics ---------------------------------
+ * Free memory goes back to the OS after it has been unused for a purge delay
+ * (STRATA_PURGE_DELAY_MS, 10 ms by default), checked on the allocator's slow
+ * paths and, once a heap holds 4 MiB of free pages, by a purger thread
+ * (STRATA_BACKGROUND_PURGE). */
+
+/* Returns everything that can be returned now: the calling thread's cached
+ * blocks and empty pages, every heap's free pages, the cached empty segments
+ * and large mappings. Other threads' caches are left to them. */
+void strata_trim(void);
+
+#define STRATA_STATS_CLASSES 96
+
+/* A snapshot of strata's memory. Other threads' caches are read without
+ * stopping them, so while they run the figures are approximate; with them
+ * quiet, `allocated` is exactly the sum of the usable sizes of live blocks.
+ * A block freed by another thread counts until its owner collects it. */
+struct strata_stats {
+    size_t allocated;       /* bytes in live blocks (usable sizes) */
+    size_t allocated_peak;  /* highest `allocated` seen by the slow paths */
+    size_t resident;        /* the process's resident bytes (/proc/self/statm) */
+    size_t mapped;          /* bytes strata holds mapped, resident or not */
+    size_t purged;          /* bytes given back to the OS so far */
+    size_t cached;          /* bytes in thread caches, free pages and cached mappings */
+    size_t large_blocks;    /* live blocks mapped directly */
+    size_t large_bytes;
+    size_t live_heaps;      /* heaps with a live thread */
+    size_t abandoned_segments; /* segments of exited threads still holding blocks */
+    size_t classes;         /* entries used in size_class */
+    struct {
+        size_t block_size;
+        size_t blocks_in_use;
+        size_t pages;
+    } size_class[STRATA_STATS_CLASSES];
+};
+
+/* Fills *stats; returns 0, or EINVAL for NULL. */
+int strata_stats_get(struct strata_stats *stats);
+
+/* Prints the statistics as a readable table (STRATA_SHOW_STATS=1 does this
+ * on stderr at exit), and as JSON. */
+void strata_stats_print(FILE *out);
+void strata_stats_json(FILE *out);
 
 #ifdef __cplusplus
 }

@@ -27,6 +27,7 @@ void free_abandoned(struct segment *segment, struct page *page, struct block *bl
     }
     block->next = page->free;
     page->free = block;
+    stats_bytes_out(-(long)page->block_size);
     if (--page->used == 0)
         abandoned_page_release(page);
     pthread_mutex_unlock(&abandoned_lock);
@@ -40,8 +41,11 @@ void free_redispatch(void *p)
     struct heap *self = thread_heap;
     uintptr_t owner = atomic_load_explicit(&segment->owner, memory_order_acquire);
     for (;;) {
-        if (owner == self->owner_word) {
+        if (owner == self->owner_word) { /* checked mode's local free */
+            pthread_mutex_lock(&self->lock);
             page_free_block(self, page, block);
+            pthread_mutex_unlock(&self->lock);
+            stats_bytes_out(-(long)page->block_size);
             return;
         }
         if (owner == OWNER_ABANDONED) {
@@ -68,8 +72,11 @@ void free_redispatch(void *p)
 void free_collected(struct heap *heap, struct block *block)
 {
     struct segment *segment = segment_of(block);
-    if (atomic_load_explicit(&segment->owner, memory_order_relaxed) == heap->owner_word)
-        page_free_block(heap, page_of(segment, block), block);
+    if (atomic_load_explicit(&segment->owner, memory_order_relaxed) == heap->owner_word) {
+        struct page *page = page_of(segment, block);
+        stats_bytes_out(-(long)page->block_size);
+        page_free_block(heap, page, block);
+    }
     else
         free_redispatch(block); /* a stale push into a recycled heap */
 }

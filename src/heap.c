@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "strata.h"
 
 struct page page_empty;
 struct heap heap_empty = {
@@ -22,6 +23,7 @@ STRATA_TLS struct heap *thread_heap = &heap_empty;
 
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct heap *pool_free;
+static struct heap *live_heaps; /* heaps with a thread, for the purger and stats */
 static char *pool_chunk;
 static size_t pool_chunk_left;
 static pthread_key_t exit_key;
@@ -49,6 +51,7 @@ static void fork_parent(void)
 
 static void fork_child(void)
 {
+    purger_fork_child();
     heap_fork_child();
     free_fork_child();
     segment_fork_child();
@@ -70,10 +73,12 @@ void strata_init(void)
     init_running_here = true;
     os_page_size();
     options_init();
+    purge_delay_ns = (uint64_t)strata_options.purge_delay_ms * 1000000u;
     sizeclass_init();
     if (pthread_key_create(&exit_key, heap_thread_exit) != 0)
         report_fatal("cannot create the thread-exit key", NULL);
     pthread_atfork(fork_prepare, fork_parent, fork_child);
+    stats_init();
     init_running_here = false;
     atomic_store_explicit(&init_state, 2, memory_order_release);
 }
@@ -103,7 +108,15 @@ static struct heap *heap_from_pool(void)
             heap = (struct heap *)pool_chunk;
             pool_chunk += size;
             pool_chunk_left -= size;
+            pthread_mutex_init(&heap->lock, NULL);
         }
+    }
+    if (heap != NULL) {
+        heap->prev_live = NULL;
+        heap->next_live = live_heaps;
+        if (live_heaps)
+            live_heaps->prev_live = heap;
+        live_heaps = heap;
     }
     pthread_mutex_unlock(&pool_lock);
     return heap;
@@ -166,7 +179,7 @@ void page_free_block(struct heap *heap, struct page *page, struct block *block)
         report_fatal("double free", block);
     block->next = head;
     page->free = block;
-    page->used--;
+    page->used--; /* the caller accounts the bytes (stats_bytes_out), in batches */
     if (likely(head != NULL && page->used != 0))
         return;
     if (page == heap->current[page->class_index])
@@ -209,14 +222,33 @@ static bool current_with_free(struct heap *heap, unsigned class_index)
     return true;
 }
 
+static void *bin_refill_locked(struct heap *heap, unsigned class_index);
+
 void *heap_bin_refill(struct heap *heap, unsigned class_index)
 {
-    if (!current_with_free(heap, class_index)) {
-        errno = ENOMEM;
-        return NULL;
+    pthread_mutex_lock(&heap->lock);
+    void *block = bin_refill_locked(heap, class_index);
+    pthread_mutex_unlock(&heap->lock);
+    purger_start_if_wanted();
+    if (unlikely(block == NULL) && strata_options.limit_mb) {
+        /* At the memory limit: give back what the caches hold, then retry. */
+        strata_trim();
+        pthread_mutex_lock(&heap->lock);
+        block = bin_refill_locked(heap, class_index);
+        pthread_mutex_unlock(&heap->lock);
     }
+    if (unlikely(block == NULL))
+        errno = ENOMEM;
+    return block;
+}
+
+static void *bin_refill_locked(struct heap *heap, unsigned class_index)
+{
+    if (!current_with_free(heap, class_index))
+        return NULL;
     struct page *page = heap->current[class_index];
     struct block *first = block_pop(page);
+    stats_bytes_out((long)page->block_size);
     if (unlikely(strata_options.check)) {
         if (class_size[class_index] >= 16)
             ((uintptr_t *)first)[1] = 0; /* clear the freed-block canary */
@@ -242,11 +274,13 @@ void *heap_bin_refill(struct heap *heap, unsigned class_index)
     bin->head = taken;
     bin->count = moved;
     page->used += moved;
+    stats_bytes_out((long)page->block_size * (long)moved);
     return first;
 }
 
 void heap_bin_flush(struct heap *heap, struct bin *bin)
 {
+    pthread_mutex_lock(&heap->lock);
     uint32_t keep = bin->limit / 2;
     struct block *block = bin->head;
     for (uint32_t i = 1; i < keep; i++)
@@ -256,18 +290,24 @@ void heap_bin_flush(struct heap *heap, struct bin *bin)
         block->next = NULL;
     else
         bin->head = NULL;
+    size_t class_index = (size_t)(bin - heap->bins);
+    long returned = class_index < CLASS_COUNT ? (long)(bin->count - keep) * (long)class_size[class_index] : 0;
     bin->count = keep;
     while (rest != NULL) {
         struct block *next = rest->next;
         page_free_block(heap, page_of(segment_of(rest), rest), rest);
         rest = next;
     }
+    stats_bytes_out(-returned);
+    pthread_mutex_unlock(&heap->lock);
+    purger_start_if_wanted();
 }
 
 static void bins_flush_all(struct heap *heap)
 {
     for (unsigned c = 0; c < CLASS_COUNT; c++) {
         struct block *block = heap->bins[c].head;
+        stats_bytes_out(-(long)heap->bins[c].count * (long)class_size[c]);
         heap->bins[c].head = NULL;
         heap->bins[c].count = 0;
         while (block != NULL) {
@@ -319,6 +359,18 @@ void heap_collect_remote(struct heap *heap)
 
 static void heap_abandon(struct heap *heap)
 {
+    /* Out of the live list first, then wait for a purger or statistics
+     * call that may hold the lock: from here on only this thread looks. */
+    pthread_mutex_lock(&pool_lock);
+    if (heap->prev_live)
+        heap->prev_live->next_live = heap->next_live;
+    else
+        live_heaps = heap->next_live;
+    if (heap->next_live)
+        heap->next_live->prev_live = heap->prev_live;
+    pthread_mutex_unlock(&pool_lock);
+    pthread_mutex_lock(&heap->lock);
+    pthread_mutex_unlock(&heap->lock);
     bins_flush_all(heap);
     heap_collect_remote(heap);
     for (unsigned c = 0; c < CLASS_COUNT; c++) {
@@ -366,7 +418,46 @@ void heap_unlock_all(void)
 
 void heap_fork_child(void)
 {
+    /* fork_prepare held pool_lock, so no purger held a heap's lock; a
+     * thread of the parent may have held its own, and is gone. */
     pthread_mutex_init(&pool_lock, NULL);
+    for (struct heap *h = live_heaps; h != NULL; h = h->next_live)
+        pthread_mutex_init(&h->lock, NULL);
+}
+
+void heap_for_each_live(void (*fn)(struct heap *, void *), void *arg, bool try_only)
+{
+    pthread_mutex_lock(&pool_lock);
+    for (struct heap *h = live_heaps; h != NULL; h = h->next_live) {
+        if (try_only) {
+            if (pthread_mutex_trylock(&h->lock) != 0)
+                continue;
+        } else {
+            pthread_mutex_lock(&h->lock);
+        }
+        fn(h, arg);
+        pthread_mutex_unlock(&h->lock);
+    }
+    pthread_mutex_unlock(&pool_lock);
+}
+
+void heap_trim_own(void)
+{
+    struct heap *heap = thread_heap;
+    if (heap == &heap_empty)
+        return;
+    pthread_mutex_lock(&heap->lock);
+    bins_flush_all(heap);
+    heap_collect_remote(heap);
+    for (unsigned c = 0; c < CLASS_COUNT; c++) {
+        struct page *page = heap->current[c];
+        if (page->in_use && page->used == 0) {
+            heap->current[c] = &page_empty;
+            page_release(heap, page);
+        }
+    }
+    heap_purge_dirty(heap);
+    pthread_mutex_unlock(&heap->lock);
 }
 
 /* ---- invariant checker (tests and checked builds) ----------------------- */

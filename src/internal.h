@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <pthread.h>
 #include <stdint.h>
 
 #include "platform.h"
@@ -28,10 +29,12 @@
 #define DIRECT_COUNT (DIRECT_MAX / 8 + 1)
 
 /* Free slices stay resident for reuse until they have been unused for
- * between one and two PURGE_DELAY_NS; past HEAP_DIRTY_LIMIT slices a heap
- * purges at once. */
-#define PURGE_DELAY_NS ((uint64_t)10 * 1000 * 1000)
+ * between one and two purge delays (STRATA_PURGE_DELAY_MS, 10 ms by
+ * default: purge_delay_ns); past HEAP_DIRTY_LIMIT slices a heap purges at
+ * once. A heap holding PURGER_WANTED_SLICES free slices starts the purger
+ * thread (STRATA_BACKGROUND_PURGE=2). */
 #define HEAP_DIRTY_LIMIT 512
+#define PURGER_WANTED_SLICES 64
 /* Empty, purged segments kept mapped process-wide to avoid mmap churn. */
 #define SEGMENT_CACHE_MAX 4
 
@@ -106,7 +109,12 @@ struct heap {
     size_t dirty_slices;
     uint64_t purge_epoch;                /* time of the last purge check */
     struct heap *next_free;              /* the heap pool's free list */
+    struct heap *next_live, *prev_live;  /* heaps with a thread (pool_lock) */
     uintptr_t owner_word;                /* what this heap writes as owner */
+    /* Held by the owner in its slow paths (bins to and from pages, pages to
+     * and from segments) and by the purger and statistics, which take it
+     * from other threads; the inline paths never touch what it guards. */
+    pthread_mutex_t lock;
 };
 
 /* ---- os.c: every system call ------------------------------------------ */
@@ -118,6 +126,8 @@ void *os_map_aligned(size_t size, size_t alignment);
 void os_unmap(void *addr, size_t size);
 /* Gives the pages back to the OS; their contents read as zero afterwards. */
 void os_purge(void *addr, size_t size);
+/* Asks for transparent huge pages on the range, or for none. */
+void os_huge_pages(void *addr, size_t size, bool wanted);
 /* Faults the pages in now, in one call rather than one trap per page. */
 void os_populate(void *addr, size_t size);
 /* Resizes a mapping, moving it if needed; NULL on failure. */
@@ -128,15 +138,26 @@ _Noreturn void os_abort(void);
 size_t os_map_count(void);
 /* Bytes strata holds mapped now (resident or not). */
 size_t os_mapped_bytes(void);
+/* Bytes given back with madvise or munmap so far. */
+size_t os_purged_bytes(void);
 /* Monotonic time in nanoseconds (a vDSO call, no system call). */
 uint64_t os_now_ns(void);
 
 /* ---- options.c -------------------------------------------------------- */
 struct options {
-    bool check; /* STRATA_CHECK: validate every free, abort on misuse */
+    long purge_delay_ms;   /* STRATA_PURGE_DELAY_MS */
+    long background_purge; /* STRATA_BACKGROUND_PURGE: 0 never, 1 always, 2 auto */
+    long limit_mb;         /* STRATA_LIMIT_MB, 0: none */
+    bool check;            /* STRATA_CHECK: validate every free, abort on misuse */
+    bool verbose;          /* STRATA_VERBOSE */
+    bool show_stats;       /* STRATA_SHOW_STATS */
+    bool thp;              /* STRATA_THP */
 };
 extern struct options strata_options;
 void options_init(void);
+size_t options_count(void);
+/* The i-th option's name, value in force and documentation line. */
+const char *options_describe(size_t i, long *value, const char **doc);
 
 /* ---- report.c --------------------------------------------------------- */
 _Noreturn void report_fatal(const char *what, const void *address);
@@ -195,19 +216,36 @@ void segment_release_to_os(struct segment *segment);
  * abandoned lock); true when the segment is now empty and unmapped. */
 bool abandoned_page_release(struct page *page);
 void heap_segments_abandon(struct heap *heap);
+/* Segments of exited threads that still hold blocks (abandoned lock). */
+extern struct segment *abandoned_segments;
+/* Bytes handed out of pages (live blocks and thread caches) and of large
+ * blocks, kept by the slow paths; its highest value is the stats' peak. */
+void stats_bytes_out(long delta);
+void stats_init(void);
+/* Live large blocks and their usable bytes; adds cached mappings to *cached. */
+void large_stats(size_t *blocks, size_t *bytes, size_t *cached);
 
 void segment_fork_child(void);
+/* Unmaps every cached empty segment now. */
+void segment_cache_release(void);
 void segment_lock_all(void);
 void segment_unlock_all(void);
 
 /* ---- purge.c: giving free slices back to the OS ------------------------ */
 void purge_slices(struct segment *segment, uint64_t slices);
 void segment_purge_dirty(struct segment *segment);
+extern uint64_t purge_delay_ns;
 /* Purges every dirty slice of the heap now. */
 void heap_purge_dirty(struct heap *heap);
 /* Purges the slices that have stayed free since the last check, when one
  * delay has passed since it, or everything past the dirty limit. */
 void heap_maybe_purge(struct heap *heap);
+/* Purges the slices that have stayed free since the last check (heap lock
+ * held); the purger thread's step for one heap. */
+void heap_purge_aged(struct heap *heap);
+/* Starts the purger thread if a heap asked for it; call with no lock held. */
+void purger_start_if_wanted(void);
+void purger_fork_child(void);
 
 /* ---- heap.c: thread heaps --------------------------------------------- */
 extern struct heap heap_empty;
@@ -228,6 +266,11 @@ void heap_collect_remote(struct heap *heap);
  * Call it from the heap's own thread. */
 size_t heap_check(const struct heap *heap);
 void heap_fork_child(void);
+/* Calls fn on every heap with a thread, holding pool_lock and (with
+ * `try_only`, if free) the heap's lock; skips busy heaps when `try_only`. */
+void heap_for_each_live(void (*fn)(struct heap *, void *), void *arg, bool try_only);
+/* Returns the caller's cached blocks and empty pages, then purges. */
+void heap_trim_own(void);
 void heap_lock_all(void);
 void heap_unlock_all(void);
 void strata_init(void);
@@ -258,6 +301,8 @@ void *large_realloc(void *p, size_t size);
 void large_fork_child(void);
 /* Unmaps every cached large mapping now. */
 void large_cache_release(void);
+/* Unmaps the cached large mappings unused for two purge delays. */
+void large_cache_expire_now(void);
 void large_lock_all(void);
 void large_unlock_all(void);
 

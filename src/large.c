@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "strata.h"
 
 struct large_entry {
     uintptr_t address; /* 0: empty slot, 1: deleted */
@@ -146,7 +147,7 @@ static size_t cache_expire(struct cached_mapping *out, bool all)
     uint64_t now = os_now_ns();
     size_t n = 0;
     for (size_t i = 0; i < cache_count;) {
-        if (all || now - cache[i].freed_at > 2 * PURGE_DELAY_NS) {
+        if (all || now - cache[i].freed_at > 2 * purge_delay_ns) {
             out[n++] = cache[i];
             cache_remove(i);
         } else {
@@ -245,6 +246,11 @@ static void *large_alloc_zeroed(size_t size, size_t alignment, bool zero)
     bool reused = base != NULL;
     if (base == NULL)
         base = os_map_aligned(map_size, alignment > page ? alignment : page);
+    if (base == NULL && strata_options.limit_mb) {
+        /* At the memory limit: give back what the caches hold, then retry. */
+        strata_trim();
+        base = os_map_aligned(map_size, alignment > page ? alignment : page);
+    }
     if (base == NULL) {
         errno = ENOMEM;
         return NULL;
@@ -260,6 +266,7 @@ static void *large_alloc_zeroed(size_t size, size_t alignment, bool zero)
         errno = ENOMEM;
         return NULL;
     }
+    stats_bytes_out((long)(map_size - offset));
     return p;
 }
 
@@ -278,6 +285,7 @@ bool large_free(void *p)
     struct large_header *h = header_of(p);
     char *base = (char *)p - h->offset;
     h->magic = 0; /* a stale pointer to this address is no longer a block */
+    stats_bytes_out(-(long)(map_size - h->offset));
     size_t n = cache_expire(evicted, false);
     bool kept = page_aligned && cache_put(base, map_size, evicted, &n);
     pthread_mutex_unlock(&large_lock);
@@ -285,6 +293,15 @@ bool large_free(void *p)
     if (!kept)
         os_unmap(base, map_size);
     return true;
+}
+
+void large_cache_expire_now(void)
+{
+    struct cached_mapping expired[CACHE_SLOTS];
+    pthread_mutex_lock(&large_lock);
+    size_t n = cache_expire(expired, false);
+    pthread_mutex_unlock(&large_lock);
+    unmap_all(expired, n);
 }
 
 void large_cache_release(void)
@@ -366,6 +383,7 @@ void *large_realloc(void *p, size_t size)
                 report_fatal("cannot grow the large-block registry", q);
             header_of(p)->magic = 0;
             os_unmap((char *)p - offset, old_size);
+            stats_bytes_out((long)cached_size - (long)old_size);
             return q;
         }
         pthread_mutex_unlock(&large_lock);
@@ -388,11 +406,26 @@ void *large_realloc(void *p, size_t size)
     }
     if (!ok)
         report_fatal("cannot grow the large-block registry", q);
+    stats_bytes_out((long)new_size - (long)old_size);
     /* The caller grew the block to write it, and will likely grow it into
      * the headroom too: fault that in with one call, not a trap a page. */
     if (new_size > old_size)
         os_populate(base + old_size, new_size - old_size);
     return q;
+}
+
+void large_stats(size_t *blocks, size_t *bytes, size_t *cached)
+{
+    pthread_mutex_lock(&large_lock);
+    for (size_t i = 0; i < table_capacity; i++) {
+        if (table[i].address <= SLOT_DELETED)
+            continue;
+        const struct large_header *h = header_of((void *)table[i].address);
+        (*blocks)++;
+        *bytes += h->map_size - h->offset;
+    }
+    *cached += cache_bytes;
+    pthread_mutex_unlock(&large_lock);
 }
 
 void large_lock_all(void)

@@ -13,6 +13,7 @@
 static size_t page_size_cached;
 static _Atomic size_t map_calls;
 static _Atomic size_t mapped_bytes;
+static _Atomic size_t purged_bytes;
 
 size_t os_page_size(void)
 {
@@ -28,6 +29,11 @@ size_t os_map_count(void)
     return atomic_load_explicit(&map_calls, memory_order_relaxed);
 }
 
+size_t os_purged_bytes(void)
+{
+    return atomic_load_explicit(&purged_bytes, memory_order_relaxed);
+}
+
 size_t os_mapped_bytes(void)
 {
     return atomic_load_explicit(&mapped_bytes, memory_order_relaxed);
@@ -36,6 +42,10 @@ size_t os_mapped_bytes(void)
 void *os_map(size_t size)
 {
     atomic_fetch_add_explicit(&map_calls, 1, memory_order_relaxed);
+    size_t limit = (size_t)strata_options.limit_mb << 20;
+    if (unlikely(limit != 0) &&
+        atomic_load_explicit(&mapped_bytes, memory_order_relaxed) + size > limit)
+        return NULL; /* STRATA_LIMIT_MB */
     int saved = errno;
     void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     errno = saved;
@@ -68,15 +78,18 @@ void *os_map_aligned(size_t size, size_t alignment)
 void os_unmap(void *addr, size_t size)
 {
     int saved = errno;
-    if (munmap(addr, size) == 0)
+    if (munmap(addr, size) == 0) {
         atomic_fetch_sub_explicit(&mapped_bytes, size, memory_order_relaxed);
+        atomic_fetch_add_explicit(&purged_bytes, size, memory_order_relaxed);
+    }
     errno = saved;
 }
 
 void os_purge(void *addr, size_t size)
 {
     int saved = errno;
-    madvise(addr, size, MADV_DONTNEED);
+    if (madvise(addr, size, MADV_DONTNEED) == 0)
+        atomic_fetch_add_explicit(&purged_bytes, size, memory_order_relaxed);
     errno = saved;
 }
 
@@ -84,6 +97,13 @@ void os_populate(void *addr, size_t size)
 {
     int saved = errno;
     madvise(addr, size, MADV_POPULATE_WRITE); /* before Linux 5.14: EINVAL, harmless */
+    errno = saved;
+}
+
+void os_huge_pages(void *addr, size_t size, bool wanted)
+{
+    int saved = errno;
+    madvise(addr, size, wanted ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
     errno = saved;
 }
 

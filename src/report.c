@@ -8,7 +8,8 @@
 static void report(const char *kind, const char *what, const void *address)
 {
     char line[192];
-    int n = snprintf(line, sizeof line, "strata: %s: %s (address %p)\n", kind, what, address);
+    int n = address ? snprintf(line, sizeof line, "strata: %s: %s (address %p)\n", kind, what, address)
+                    : snprintf(line, sizeof line, "strata: %s: %s\n", kind, what);
     if (n > 0)
         os_write_stderr(line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
 }

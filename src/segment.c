@@ -11,6 +11,7 @@
 _Atomic(uint8_t) segment_map[SEGMENT_MAP_LENGTH];
 
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+struct segment *abandoned_segments;
 static struct segment *cache_head;
 static size_t cache_count;
 
@@ -35,6 +36,9 @@ static struct segment *segment_new(struct heap *heap)
         segment = os_map_aligned(SEGMENT_SIZE, SEGMENT_SIZE);
         if (segment == NULL)
             return NULL;
+        /* 64 KiB slices are purged one by one: huge pages would be split
+         * (or keep whole 2 MiB resident), so they are opt-in. */
+        os_huge_pages(segment, SEGMENT_SIZE, strata_options.thp);
     }
     memset(segment, 0, sizeof *segment);
     memset(segment->class_of_slice, CLASS_NONE, sizeof segment->class_of_slice);
@@ -208,9 +212,29 @@ void heap_segments_abandon(struct heap *heap)
             segment_release_to_os(segment);
         } else {
             segment_purge_dirty(segment);
+            free_lock_all(); /* the abandoned list is the abandoned lock's */
+            segment->next = abandoned_segments;
+            if (abandoned_segments)
+                abandoned_segments->prev = segment;
+            abandoned_segments = segment;
             atomic_store_explicit(&segment->owner, OWNER_ABANDONED, memory_order_release);
+            free_unlock_all();
         }
         segment = next;
+    }
+}
+
+void segment_cache_release(void)
+{
+    pthread_mutex_lock(&cache_lock);
+    struct segment *list = cache_head;
+    cache_head = NULL;
+    cache_count = 0;
+    pthread_mutex_unlock(&cache_lock);
+    while (list != NULL) {
+        struct segment *next = list->next;
+        os_unmap(list, SEGMENT_SIZE);
+        list = next;
     }
 }
 
@@ -240,6 +264,13 @@ bool abandoned_page_release(struct page *page)
     segment->free_mask |= run;
     segment->pages_in_use--;
     if (segment->pages_in_use == 0) {
+        if (segment->prev)
+            segment->prev->next = segment->next;
+        else
+            abandoned_segments = segment->next;
+        if (segment->next)
+            segment->next->prev = segment->prev;
+        segment->next = segment->prev = NULL;
         segment_release_to_os(segment);
         return true;
     }

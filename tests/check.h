@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../bench/common.h"
@@ -53,6 +55,60 @@ static inline int resident_is_meaningful(void)
         return 1;
     printf("resident-size checks not run under %s\n", sanitizer);
     return 0;
+}
+
+/* A child run of this test program: `check_spawn(case, "A=1 B=2")` execs
+ * /proc/self/exe with the case as its argument, the STRATA_* variables of
+ * this process removed and the given ones set; returns how it ended and
+ * what it wrote on stdout and stderr. */
+struct outcome {
+    int status;
+    char output[8192];
+};
+
+static inline struct outcome check_spawn(const char *name, const char *env)
+{
+    struct outcome result = {0, ""};
+    int pipe_fds[2];
+    if (pipe(pipe_fds) != 0)
+        return result;
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(pipe_fds[1], 1);
+        dup2(pipe_fds[1], 2);
+        close(pipe_fds[0]);
+        static const char *const names[] = {"STRATA_CHECK", "STRATA_PURGE_DELAY_MS",
+                                            "STRATA_BACKGROUND_PURGE", "STRATA_LIMIT_MB",
+                                            "STRATA_VERBOSE", "STRATA_SHOW_STATS", "STRATA_THP"};
+        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+            unsetenv(names[i]);
+        char copy[512];
+        snprintf(copy, sizeof copy, "%s", env ? env : "");
+        for (char *item = strtok(copy, " "); item != NULL; item = strtok(NULL, " "))
+            putenv(item);
+        execl("/proc/self/exe", "test", name, (char *)NULL);
+        _exit(127);
+    }
+    close(pipe_fds[1]);
+    size_t length = 0;
+    ssize_t n;
+    while ((n = read(pipe_fds[0], result.output + length, sizeof result.output - 1 - length)) > 0)
+        length += (size_t)n;
+    result.output[length] = '\0';
+    close(pipe_fds[0]);
+    waitpid(pid, &result.status, 0);
+    return result;
+}
+
+static inline int aborted(const struct outcome *o)
+{
+    return WIFSIGNALED(o->status) && WTERMSIG(o->status) == SIGABRT;
+}
+
+static inline int exited_cleanly(const struct outcome *o)
+{
+    return WIFEXITED(o->status) && WEXITSTATUS(o->status) == 0;
 }
 
 /* A deterministic per-test random generator: the benchmarks' xorshift. */

@@ -97,7 +97,7 @@ int main(void)
     CHECK(heap->dirty_slices >= 30);
     CHECK(heap_check(heap) == 0);
     size_t resident_dirty = resident_bytes();
-    struct timespec pause = {0, (long)(PURGE_DELAY_NS * 5 / 2)};
+    struct timespec pause = {0, (long)(purge_delay_ns * 5 / 2)};
     for (int step = 0; step < 2; step++) {
         nanosleep(&pause, NULL);
         heap_maybe_purge(heap); /* what the next page release or new page does */

@@ -1,0 +1,198 @@
+/* test_purge.c: memory that comes back, and a user who can see it. Each case
+ * runs in a child with its own STRATA_* options: a freed burst leaves the
+ * process by itself (purger thread) or at once (delay 0), strata_trim()
+ * returns what is left, the memory limit refuses and recovers, statistics
+ * add up and print as a table and as JSON, and every option's malformed
+ * value is reported. */
+#include <errno.h>
+#include <pthread.h>
+#include <time.h>
+
+#include "check.h"
+#include "strata.h"
+
+#define MB ((size_t)1 << 20)
+
+static void **burst(size_t bytes, size_t *count)
+{
+    size_t capacity = bytes / 16;
+    void **blocks = strata_malloc(capacity * sizeof *blocks);
+    size_t total = 0, n = 0;
+    unsigned long long rng = 77;
+    while (total < bytes) {
+        size_t size = 16 + (size_t)(check_random(&rng) % 1000);
+        blocks[n] = strata_malloc(size);
+        memset(blocks[n], 1, size);
+        total += size;
+        n++;
+    }
+    *count = n;
+    return blocks;
+}
+
+static void free_burst(void **blocks, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        strata_free(blocks[i]);
+    strata_free(blocks);
+}
+
+static void quiet(long ms)
+{
+    struct timespec pause = {ms / 1000, (ms % 1000) * 1000000};
+    nanosleep(&pause, NULL);
+}
+
+/* Prints "start=KiB after=KiB" for the parent to judge. */
+static int report_resident(size_t start)
+{
+    printf("start=%zu after=%zu\n", start / 1024, resident_bytes() / 1024);
+    return 0;
+}
+
+static int run_case(const char *name)
+{
+    strata_free(strata_malloc(1));
+    size_t start = resident_bytes();
+    size_t count;
+    if (strcmp(name, "quiet") == 0 || strcmp(name, "delay0") == 0) {
+        void **blocks = burst(200 * MB, &count);
+        free_burst(blocks, count);
+        quiet(strcmp(name, "quiet") == 0 ? 200 : 0); /* no allocator call at all */
+        return report_resident(start);
+    }
+    if (strcmp(name, "trim") == 0) {
+        void **blocks = burst(200 * MB, &count);
+        void *big = strata_malloc(20 * MB);
+        memset(big, 1, 20 * MB);
+        free_burst(blocks, count);
+        strata_free(big);
+        strata_trim();
+        return report_resident(start);
+    }
+    if (strcmp(name, "limit") == 0) {
+        errno = 0;
+        void *huge = strata_malloc(100 * MB);
+        printf("huge=%d errno=%d\n", huge != NULL, errno == ENOMEM);
+        void **blocks = strata_malloc(100000 * sizeof *blocks);
+        size_t n = 0;
+        while (n < 100000 && (blocks[n] = strata_malloc(1000)) != NULL)
+            n++;
+        printf("small_mb=%zu errno=%d\n", n * 1000 / MB, errno == ENOMEM);
+        for (size_t i = 0; i < n; i++)
+            strata_free(blocks[i]);
+        void *again = strata_malloc(30 * MB);
+        printf("recovered=%d\n", again != NULL);
+        strata_free(again);
+        strata_free(blocks);
+        return 0;
+    }
+    if (strcmp(name, "stats") == 0) {
+        struct strata_stats before, during, after;
+        strata_stats_get(&before);
+        static const size_t sizes[] = {8, 100, 1000, 5000, 40000, 100000, 300000, 2000000};
+        void *held[8][10];
+        size_t usable = 0;
+        for (int s = 0; s < 8; s++)
+            for (int i = 0; i < 10; i++) {
+                held[s][i] = strata_malloc(sizes[s]);
+                usable += strata_usable_size(held[s][i]);
+            }
+        strata_stats_get(&during);
+        printf("added=%zu usable=%zu large=%zu heaps=%zu peak_ok=%d eimval=%d\n",
+               during.allocated - before.allocated, usable, during.large_blocks - before.large_blocks,
+               during.live_heaps, during.allocated_peak >= during.allocated,
+               strata_stats_get(NULL) == EINVAL);
+        size_t class_1000 = 0;
+        for (size_t c = 0; c < during.classes; c++)
+            if (during.size_class[c].block_size == 1024)
+                class_1000 = during.size_class[c].blocks_in_use - before.size_class[c].blocks_in_use;
+        printf("class1024=%zu\n", class_1000);
+        for (int s = 0; s < 8; s++)
+            for (int i = 0; i < 10; i++)
+                strata_free(held[s][i]);
+        strata_stats_get(&after);
+        printf("back=%d mapped=%d\n", after.allocated == before.allocated, after.mapped > 0);
+        strata_stats_json(stdout);
+        strata_stats_print(stdout);
+        return 0;
+    }
+    if (strcmp(name, "idle") == 0)
+        return 0;
+    return 2;
+}
+
+static long field(const char *text, const char *key)
+{
+    const char *at = strstr(text, key);
+    return at ? strtol(at + strlen(key), NULL, 10) : -1;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 2)
+        return run_case(argv[1]);
+
+    /* A burst freed, then no call at all: the purger thread returns it. */
+    struct outcome o = check_spawn("quiet", "STRATA_BACKGROUND_PURGE=2");
+    long start = field(o.output, "start="), after = field(o.output, "after=");
+    printf("quiet: %ld -> %ld KiB\n", start, after);
+    CHECK(exited_cleanly(&o) && start > 0 && after < start + 5 * 1024);
+    /* Without the purger, the heap keeps its recent free slices until a call. */
+    o = check_spawn("quiet", "STRATA_BACKGROUND_PURGE=0");
+    CHECK(exited_cleanly(&o) && field(o.output, "after=") > field(o.output, "start=") + 5 * 1024);
+    /* Delay 0: gone as the frees happen. */
+    o = check_spawn("delay0", "STRATA_PURGE_DELAY_MS=0 STRATA_BACKGROUND_PURGE=0");
+    CHECK(exited_cleanly(&o) && field(o.output, "after=") < field(o.output, "start=") + 5 * 1024);
+    /* strata_trim: within a few MB of the start, now. */
+    o = check_spawn("trim", "STRATA_BACKGROUND_PURGE=0 STRATA_PURGE_DELAY_MS=100000");
+    CHECK(exited_cleanly(&o) && field(o.output, "after=") < field(o.output, "start=") + 3 * 1024);
+
+    /* The limit refuses past 64 MB, and recovers once memory is freed. */
+    o = check_spawn("limit", "STRATA_LIMIT_MB=64");
+    CHECK(exited_cleanly(&o));
+    CHECK(field(o.output, "huge=") == 0 && field(o.output, "errno=") == 1);
+    CHECK(field(o.output, "small_mb=") >= 40 && field(o.output, "small_mb=") <= 64);
+    CHECK(field(o.output, "recovered=") == 1);
+
+    /* Statistics add up: allocated grows by the usable sizes, exactly. */
+    o = check_spawn("stats", "STRATA_BACKGROUND_PURGE=0");
+    CHECK(exited_cleanly(&o));
+    CHECK(field(o.output, "added=") == field(o.output, "usable=") && field(o.output, "added=") > 0);
+    CHECK(field(o.output, "large=") == 20 && field(o.output, "heaps=") >= 1); /* 300 KB, 2 MB */
+    CHECK(field(o.output, "peak_ok=") == 1 && field(o.output, "eimval=") == 1);
+    CHECK(field(o.output, "class1024=") == 10);
+    CHECK(field(o.output, "back=") == 1 && field(o.output, "mapped=") == 1);
+    CHECK(strstr(o.output, "strata statistics") != NULL && strstr(o.output, "allocated") != NULL);
+    /* The JSON line parses. */
+    const char *json = strstr(o.output, "{\"allocated\"");
+    int parses = 0;
+    if (json != NULL) {
+        FILE *p = popen("python3 -m json.tool > /dev/null", "w");
+        if (p != NULL) {
+            fwrite(json, 1, strcspn(json, "\n"), p);
+            parses = pclose(p) == 0;
+        }
+    }
+    CHECK(parses);
+
+    /* STRATA_SHOW_STATS prints the table at exit. */
+    o = check_spawn("idle", "STRATA_SHOW_STATS=1");
+    CHECK(exited_cleanly(&o) && strstr(o.output, "strata statistics") != NULL);
+
+    /* Every option's malformed or out-of-range value is reported by name. */
+    static const char *const bad[] = {"STRATA_PURGE_DELAY_MS=soon", "STRATA_BACKGROUND_PURGE=7",
+                                      "STRATA_LIMIT_MB=-5", "STRATA_CHECK=maybe",
+                                      "STRATA_VERBOSE=2", "STRATA_SHOW_STATS=x",
+                                      "STRATA_THP=huge"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        o = check_spawn("idle", bad[i]);
+        char expected[96];
+        snprintf(expected, sizeof expected, "%s is malformed", bad[i]);
+        CHECK(exited_cleanly(&o) && strstr(o.output, expected) != NULL);
+    }
+    /* Huge pages on request, and the default with everything on. */
+    o = check_spawn("trim", "STRATA_THP=1 STRATA_VERBOSE=1");
+    CHECK(exited_cleanly(&o));
+    return check_finish();
+}
