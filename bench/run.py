@@ -40,16 +40,18 @@ class Suite:
     def program(self, name):
         return os.path.join(self.build, "bench", name)
 
-    def runs(self, table, label_of, command_of, cases):
-        """Runs command_of(case) for every case, allocator and repeat (repeats
-        outermost, so drift spreads evenly); returns the parsed rows."""
+    def runs(self, table, label_of, command_of, cases, variants=()):
+        """Runs command_of(case) for every case, allocator (and extra variant:
+        name, preload, environment) and repeat (repeats outermost, so drift
+        spreads evenly); returns the parsed rows."""
         rows = []
+        runners = [(name, preload, None) for name, preload in self.allocators] + list(variants)
         for rep in range(self.repeats):
             for case in cases:
-                for name, preload in self.allocators:
+                for name, preload, env in runners:
                     harness.progress("%s: run %d/%d, %s, %s" % (table, rep + 1, self.repeats,
                                                                 label_of(case), name))
-                    for fields in harness.run_program(command_of(case), preload):
+                    for fields in harness.run_program(command_of(case), preload, env):
                         if "t_ms" in fields:
                             continue
                         fields.update(allocator=name, run=rep + 1, case=label_of(case))
@@ -60,11 +62,11 @@ class Suite:
     def med(self, rows, name, case, key):
         return harness.median([r[key] for r in rows if r["allocator"] == name and r["case"] == case])
 
-    def ratio_table(self, rows, cases, key, fmt, higher_is_better=True):
+    def ratio_table(self, rows, cases, key, fmt, names=None):
         """One row per allocator, one column per case: the median, and for the
         others their ratio to strata's."""
         table = []
-        for name in self.names:
+        for name in names or self.names:
             row = [name]
             for case in cases:
                 value = self.med(rows, name, case, key)
@@ -86,12 +88,16 @@ class Suite:
     # ---- the tables ------------------------------------------------------
     def threads(self):
         counts = self.sizes["threads"]
+        strata = dict(self.allocators)["strata"]
+        no_purge = ("strata, purge off", strata,
+                    {"STRATA_PURGE_DELAY_MS": "3600000", "STRATA_BACKGROUND_PURGE": "0"})
         rows = self.runs("threads", lambda t: "%d" % t,
                          lambda t: [self.program("threads"), "-t", str(t), "-r",
-                                    str(self.sizes["replacements"])], counts)
+                                    str(self.sizes["replacements"])], counts, [no_purge])
         cases = ["%d" % t for t in counts]
         speed = harness.markdown_table(["allocator"] + ["%s thr" % c for c in cases],
-                                       self.ratio_table(rows, cases, "ops_per_sec", harness.human))
+                                       self.ratio_table(rows, cases, "ops_per_sec", harness.human,
+                                                        self.names + [no_purge[0]]))
         ends = [cases[0], cases[-1]]
         header, memory = self.memory_table(rows, ends, [("top_rss_mb", "Top resident"),
                                                         ("top_vm_mb", "Top virtual"),
