@@ -77,6 +77,10 @@ class Suite:
             table.append(row)
         return table
 
+    def with_peak(self, rows, cases, table, key):
+        """Adds a column of the cases' median peaks to each allocator's row."""
+        return [row + [" / ".join("%.1f" % self.med(rows, row[0], c, key) for c in cases)] for row in table]
+
     def memory_table(self, rows, cases, keys):
         header = ["allocator"] + [k[1] for k in keys]
         table = []
@@ -130,10 +134,9 @@ class Suite:
                          lambda m: [self.program("grow"), "-m", str(m), "-r",
                                     str(self.sizes["grow_repeats"])], sizes)
         cases = ["%d" % m for m in sizes]
-        ms = self.ratio_table(rows, cases, "ms_per_string", lambda v: "%.2f ms" % v)
+        table = self.with_peak(rows, cases, self.ratio_table(rows, cases, "ms_per_string",
+                                                             lambda v: "%.2f ms" % v), "top_rss_mb")
         header = ["allocator"] + ["%.0f KB: time" % (int(c) / 1000) for c in cases] + ["peak resident MB"]
-        table = [row + [" / ".join("%.1f" % self.med(rows, row[0], c, "top_rss_mb") for c in cases)]
-                 for row in ms]
         return ("### grow (seed 003): a string grown by realloc in 10-byte steps\n"
                 "Median milliseconds per string (lower is better; ratio = allocator / strata).\n\n%s\n"
                 % harness.markdown_table(header, table))
@@ -155,10 +158,9 @@ class Suite:
                     rows.append(dict(allocator=name, run=rep + 1, case=test, ms=ms, peak_rss_mb=peak))
         harness.write_csv(os.path.join(self.out, "zsh.csv"), rows)
         cases = list(tests)
-        ms = self.ratio_table(rows, cases, "ms", lambda v: "%.0f ms" % v)
+        table = self.with_peak(rows, cases, self.ratio_table(rows, cases, "ms", lambda v: "%.0f ms" % v),
+                               "peak_rss_mb")
         header = ["allocator"] + ["%s_test" % c for c in cases] + ["peak resident MB (%s)" % "/".join(cases)]
-        table = [row + [" / ".join("%.1f" % self.med(rows, row[0], c, "peak_rss_mb") for c in cases)]
-                 for row in ms]
         return ("### zsh (seeds 000/001): the real zsh running perf-test style scripts\n"
                 "Median wall milliseconds (lower is better) and peak resident memory.\n\n%s\n"
                 % harness.markdown_table(header, table))

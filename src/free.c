@@ -42,9 +42,7 @@ void free_redispatch(void *p)
     uintptr_t owner = atomic_load_explicit(&segment->owner, memory_order_acquire);
     for (;;) {
         if (owner == self->owner_word) { /* checked mode's local free */
-            pthread_mutex_lock(&self->lock);
             page_free_block(self, page, block);
-            pthread_mutex_unlock(&self->lock);
             stats_bytes_out(-(long)page->block_size);
             return;
         }

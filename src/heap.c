@@ -138,6 +138,7 @@ static struct heap *heap_acquire(void)
     heap->bins[CLASS_NONE] = (struct bin){NULL, 0, 0};
     heap->segments = NULL;
     heap->dirty_slices = 0;
+    heap->unpublished = 0;
     heap->purge_epoch = os_now_ns();
     heap->next_free = NULL;
     heap->owner_word = (uintptr_t)heap | (strata_options.check ? OWNER_CHECK_TAG : 0);
@@ -187,7 +188,9 @@ void page_free_block(struct heap *heap, struct page *page, struct block *block)
     if (page->used == 0) {
         if (page->listed)
             list_remove(heap, page);
+        pthread_mutex_lock(&heap->lock);
         page_release(heap, page);
+        pthread_mutex_unlock(&heap->lock);
     } else if (!page->listed) {
         list_push(heap, page);
     }
@@ -208,8 +211,10 @@ static bool current_with_free(struct heap *heap, unsigned class_index)
     if (page != NULL) {
         list_remove(heap, page);
     } else {
+        pthread_mutex_lock(&heap->lock);
         heap_maybe_purge(heap);
         page = page_new(heap, class_index);
+        pthread_mutex_unlock(&heap->lock);
         if (page == NULL)
             return false;
         /* Populate only for a class in steady use: a program that takes one
@@ -226,16 +231,12 @@ static void *bin_refill_locked(struct heap *heap, unsigned class_index);
 
 void *heap_bin_refill(struct heap *heap, unsigned class_index)
 {
-    pthread_mutex_lock(&heap->lock);
     void *block = bin_refill_locked(heap, class_index);
-    pthread_mutex_unlock(&heap->lock);
     purger_start_if_wanted();
     if (unlikely(block == NULL) && strata_options.limit_mb) {
         /* At the memory limit: give back what the caches hold, then retry. */
         strata_trim();
-        pthread_mutex_lock(&heap->lock);
         block = bin_refill_locked(heap, class_index);
-        pthread_mutex_unlock(&heap->lock);
     }
     if (unlikely(block == NULL))
         errno = ENOMEM;
@@ -280,7 +281,6 @@ static void *bin_refill_locked(struct heap *heap, unsigned class_index)
 
 void heap_bin_flush(struct heap *heap, struct bin *bin)
 {
-    pthread_mutex_lock(&heap->lock);
     uint32_t keep = bin->limit / 2;
     struct block *block = bin->head;
     for (uint32_t i = 1; i < keep; i++)
@@ -299,7 +299,6 @@ void heap_bin_flush(struct heap *heap, struct bin *bin)
         rest = next;
     }
     stats_bytes_out(-returned);
-    pthread_mutex_unlock(&heap->lock);
     purger_start_if_wanted();
 }
 
@@ -383,6 +382,7 @@ static void heap_abandon(struct heap *heap)
         heap->available[c] = NULL;
     }
     heap_segments_abandon(heap);
+    stats_heap_retire(heap);
     /* From here every free of this heap's blocks takes the abandoned path;
      * closing the list sends late remote frees there too. */
     struct block *late = atomic_exchange_explicit(&heap->remote, REMOTE_CLOSED, memory_order_acq_rel);
@@ -446,9 +446,9 @@ void heap_trim_own(void)
     struct heap *heap = thread_heap;
     if (heap == &heap_empty)
         return;
-    pthread_mutex_lock(&heap->lock);
     bins_flush_all(heap);
     heap_collect_remote(heap);
+    pthread_mutex_lock(&heap->lock);
     for (unsigned c = 0; c < CLASS_COUNT; c++) {
         struct page *page = heap->current[c];
         if (page->in_use && page->used == 0) {

@@ -111,9 +111,11 @@ struct heap {
     struct heap *next_free;              /* the heap pool's free list */
     struct heap *next_live, *prev_live;  /* heaps with a thread (pool_lock) */
     uintptr_t owner_word;                /* what this heap writes as owner */
-    /* Held by the owner in its slow paths (bins to and from pages, pages to
-     * and from segments) and by the purger and statistics, which take it
-     * from other threads; the inline paths never touch what it guards. */
+    long unpublished;                    /* stats_bytes_out not yet published */
+    /* Guards the heap's segments (their list, slice masks, dirty counts):
+     * held by the owner while it takes or releases a page, and by the purger
+     * and statistics from other threads. Bins and page free lists are the
+     * owner's alone and never need it. */
     pthread_mutex_t lock;
 };
 
@@ -222,6 +224,8 @@ extern struct segment *abandoned_segments;
  * blocks, kept by the slow paths; its highest value is the stats' peak. */
 void stats_bytes_out(long delta);
 void stats_init(void);
+/* Publishes what an exiting heap gathered. */
+void stats_heap_retire(struct heap *heap);
 /* Live large blocks and their usable bytes; adds cached mappings to *cached. */
 void large_stats(size_t *blocks, size_t *bytes, size_t *cached);
 

@@ -77,8 +77,13 @@ void heap_maybe_purge(struct heap *heap)
 static void purge_one(struct heap *heap, void *arg)
 {
     (void)arg;
-    if (heap->dirty_slices != 0)
-        heap_purge_aged(heap);
+    /* A heap whose owner checked lately purges itself: leave it alone, so
+     * the purger's madvise never interrupts a busy thread. */
+    uint64_t now = os_now_ns();
+    if (heap->dirty_slices == 0 || now - heap->purge_epoch < 2 * purge_delay_ns)
+        return;
+    heap_purge_aged(heap);
+    heap->purge_epoch = now;
 }
 
 static void *purger_main(void *arg)

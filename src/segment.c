@@ -148,12 +148,12 @@ static void slices_forget(struct segment *segment, unsigned first, unsigned coun
     memset(&segment->class_of_slice[first], CLASS_NONE, count);
 }
 
-static void segment_unlink(struct heap *heap, struct segment *segment)
+static void segment_unlink(struct segment **head, struct segment *segment)
 {
     if (segment->prev)
         segment->prev->next = segment->next;
     else
-        heap->segments = segment->next;
+        *head = segment->next;
     if (segment->next)
         segment->next->prev = segment->prev;
     segment->next = segment->prev = NULL;
@@ -191,7 +191,7 @@ void page_release(struct heap *heap, struct page *page)
     /* An empty segment goes back unless it is the heap's last one. */
     if (segment->pages_in_use == 0 && (segment->prev || segment->next)) {
         heap->dirty_slices -= (size_t)__builtin_popcountll(segment->dirty_mask);
-        segment_unlink(heap, segment);
+        segment_unlink(&heap->segments, segment);
         segment_release_to_os(segment);
     } else {
         heap_maybe_purge(heap);
@@ -264,13 +264,7 @@ bool abandoned_page_release(struct page *page)
     segment->free_mask |= run;
     segment->pages_in_use--;
     if (segment->pages_in_use == 0) {
-        if (segment->prev)
-            segment->prev->next = segment->next;
-        else
-            abandoned_segments = segment->next;
-        if (segment->next)
-            segment->next->prev = segment->prev;
-        segment->next = segment->prev = NULL;
+        segment_unlink(&abandoned_segments, segment);
         segment_release_to_os(segment);
         return true;
     }

@@ -17,7 +17,11 @@ _Static_assert(STRATA_STATS_CLASSES == CLASS_COUNT, "one stats row per size clas
 static _Atomic long bytes_out;
 static _Atomic long bytes_out_peak;
 
-void stats_bytes_out(long delta)
+/* Each heap gathers its changes and publishes them a mebibyte at a time, so
+ * the slow paths share no cache line; the peak is exact to that much a heap. */
+#define PUBLISH_BYTES (1L << 20)
+
+static void publish(long delta)
 {
     long now = atomic_fetch_add_explicit(&bytes_out, delta, memory_order_relaxed) + delta;
     long peak = atomic_load_explicit(&bytes_out_peak, memory_order_relaxed);
@@ -25,6 +29,26 @@ void stats_bytes_out(long delta)
                                                                 memory_order_relaxed,
                                                                 memory_order_relaxed))
         ;
+}
+
+void stats_bytes_out(long delta)
+{
+    struct heap *heap = thread_heap;
+    if (heap == &heap_empty) {
+        publish(delta);
+        return;
+    }
+    heap->unpublished += delta;
+    if (heap->unpublished >= PUBLISH_BYTES || heap->unpublished <= -PUBLISH_BYTES) {
+        publish(heap->unpublished);
+        heap->unpublished = 0;
+    }
+}
+
+void stats_heap_retire(struct heap *heap)
+{
+    publish(heap->unpublished);
+    heap->unpublished = 0;
 }
 
 static void count_segment(const struct segment *s, struct strata_stats *stats)
