@@ -118,15 +118,25 @@ int main(int argc, char **argv)
     double free_ms = (bench_now() - origin) * 1000.0;
     for (size_t i = 0; i < count; i++)
         free(blocks[i]);
+    double freed_ms = (bench_now() - origin) * 1000.0;
     munmap(blocks, capacity * sizeof *blocks);
     light_work(300, &rng);
     double end_mb = resident_mb_now(fd);
     atomic_store(&stop, 1);
     pthread_join(thread, NULL);
 
+    /* How long after the last free until resident memory is back within
+     * 5 MB of the start (-1: not in this run). */
+    double settle_ms = -1;
+    for (int i = 0; i < atomic_load(&sample_count); i++)
+        if (sample_ms[i] >= freed_ms && sample_mb[i] <= start_mb + 5) {
+            settle_ms = sample_ms[i] - freed_ms;
+            break;
+        }
     printf("summary=1 working_mb=%zu start_rss_mb=%.1f peak_rss_mb=%.1f after_100ms_rss_mb=%.1f "
-           "end_rss_mb=%.1f burst_ms=%.0f free_ms=%.0f\n",
-           working_mb, start_mb, peak_mb, resident_at(free_ms + 100), end_mb, burst_ms, free_ms);
+           "end_rss_mb=%.1f burst_ms=%.0f free_ms=%.0f free_loop_ms=%.0f settle_ms=%.0f\n",
+           working_mb, start_mb, peak_mb, resident_at(free_ms + 100), end_mb, burst_ms, free_ms,
+           freed_ms - free_ms, settle_ms);
     if (print_samples)
         for (int i = 0; i < atomic_load(&sample_count); i++)
             printf("t_ms=%.1f rss_mb=%.1f\n", sample_ms[i], sample_mb[i]);

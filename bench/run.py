@@ -180,11 +180,16 @@ class Suite:
                     curves[name] = [(f["t_ms"], f["rss_mb"]) for f in fields if "t_ms" in f]
         harness.write_csv(os.path.join(self.out, "memtime.csv"), rows)
         self.plot_memtime(curves, rows)
-        header = ["allocator", "start", "peak", "100 ms after free", "end (300 ms)"]
+        header = ["allocator", "start", "peak", "100 ms after the free began", "end (300 ms)",
+                  "free loop ms", "back within 5 MB, ms after the last free"]
         table = []
         for name in self.names:
+            settle = harness.median([r["settle_ms"] if r["settle_ms"] >= 0 else float("inf")
+                                     for r in rows if r["allocator"] == name])
             table.append([name] + ["%.0f" % self.med(rows, name, "burst", k) for k in
-                                   ("start_rss_mb", "peak_rss_mb", "after_100ms_rss_mb", "end_rss_mb")])
+                                   ("start_rss_mb", "peak_rss_mb", "after_100ms_rss_mb", "end_rss_mb",
+                                    "free_loop_ms")] +
+                         ["never" if settle == float("inf") else "%.0f" % settle])
         return ("### memory over time (seed 000's mem-test): resident MB around a %d MB burst\n"
                 "Small blocks (16..1024 bytes) allocated, held 50 ms, freed; light work goes on.\n\n%s\n"
                 % (mb, harness.markdown_table(header, table)))

@@ -111,13 +111,6 @@ static struct heap *heap_from_pool(void)
             pthread_mutex_init(&heap->lock, NULL);
         }
     }
-    if (heap != NULL) {
-        heap->prev_live = NULL;
-        heap->next_live = live_heaps;
-        if (live_heaps)
-            live_heaps->prev_live = heap;
-        live_heaps = heap;
-    }
     pthread_mutex_unlock(&pool_lock);
     return heap;
 }
@@ -143,6 +136,14 @@ static struct heap *heap_acquire(void)
     heap->next_free = NULL;
     heap->owner_word = (uintptr_t)heap | (strata_options.check ? OWNER_CHECK_TAG : 0);
     atomic_store_explicit(&heap->remote, NULL, memory_order_release);
+    /* Live (visible to the purger and statistics) only once initialised. */
+    pthread_mutex_lock(&pool_lock);
+    heap->prev_live = NULL;
+    heap->next_live = live_heaps;
+    if (live_heaps)
+        live_heaps->prev_live = heap;
+    live_heaps = heap;
+    pthread_mutex_unlock(&pool_lock);
     thread_heap = heap;
     pthread_setspecific(exit_key, heap);
     return heap;
