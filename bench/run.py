@@ -201,39 +201,38 @@ class Suite:
             return
         subprocess.run(["gnuplot"], input=script, text=True, check=True)
 
-    def plot_threads(self, rows, counts):
-        data = os.path.join(self.out, "threads.dat")
+    def plot(self, name, series, using, style, labels, extra=""):
+        """Writes each allocator's (x, y) series as a gnuplot data block and
+        draws them into OUT/name.svg; labels: title, x label, y label."""
+        data = os.path.join(self.out, name + ".dat")
         with open(data, "w") as f:
-            for name in self.names:
-                f.write("# %s\n" % name)
-                for t in counts:
-                    f.write("%d %.0f\n" % (t, self.med(rows, name, "%d" % t, "ops_per_sec")))
+            for label in self.names:
+                f.write("# %s\n" % label)
+                for x, y in series.get(label, []):
+                    f.write("%.1f %.1f\n" % (x, y))
                 f.write("\n\n")
-        plots = ", ".join("'%s' index %d using 1:($2/1e6) with linespoints title '%s'" % (data, i, n)
+        plots = ", ".join("'%s' index %d using %s with %s title '%s'" % (data, i, using, style, n)
                           for i, n in enumerate(self.names))
         self.gnuplot("set terminal svg size 720,420 font 'sans,12'\nset output '%s'\n"
-                     "set title 'threads (seed 002): alloc/free operations per second'\n"
-                     "set xlabel 'threads'\nset ylabel 'million ops/s'\nset logscale x 2\n"
-                     "set key left top\nset grid\nplot %s\n"
-                     % (os.path.join(self.out, "threads.svg"), plots), "threads.svg")
+                     "set title '%s'\nset xlabel '%s'\nset ylabel '%s'\nset grid\n%splot %s\n"
+                     % ((os.path.join(self.out, name + ".svg"),) + labels + (extra, plots)), name + ".svg")
+
+    def plot_threads(self, rows, counts):
+        series = {n: [(t, self.med(rows, n, "%d" % t, "ops_per_sec")) for t in counts] for n in self.names}
+        self.plot("threads", series, "1:($2/1e6)", "linespoints",
+                  ("threads (seed 002): alloc/free operations per second", "threads", "million ops/s"),
+                  "set logscale x 2\nset key left top\n")
 
     def plot_memtime(self, curves, rows):
         """Each allocator's first run, shifted so that its free starts at 0."""
-        data = os.path.join(self.out, "memtime.dat")
-        with open(data, "w") as f:
-            for name in self.names:
-                free_ms = [r["free_ms"] for r in rows if r["run"] == 1 and r["allocator"] == name][0]
-                f.write("# %s\n" % name)
-                for t, mb in curves.get(name, []):
-                    f.write("%.1f %.1f\n" % (t - free_ms, mb))
-                f.write("\n\n")
-        plots = ", ".join("'%s' index %d using 1:2 with lines lw 2 title '%s'" % (data, i, n)
-                          for i, n in enumerate(self.names))
-        self.gnuplot("set terminal svg size 720,420 font 'sans,12'\nset output '%s'\n"
-                     "set title 'memory over time: resident MB around the free of a burst'\n"
-                     "set xlabel 'milliseconds since the free began'\nset ylabel 'resident MB'\n"
-                     "set key right top\nset grid\nset arrow from 0, graph 0 to 0, graph 1 nohead dt 2\n"
-                     "plot %s\n" % (os.path.join(self.out, "memtime.svg"), plots), "memtime.svg")
+        series = {}
+        for n in self.names:
+            free_ms = [r["free_ms"] for r in rows if r["run"] == 1 and r["allocator"] == n][0]
+            series[n] = [(t - free_ms, mb) for t, mb in curves.get(n, [])]
+        self.plot("memtime", series, "1:2", "lines lw 2",
+                  ("memory over time: resident MB around the free of a burst",
+                   "milliseconds since the free began", "resident MB"),
+                  "set key right top\nset arrow from 0, graph 0 to 0, graph 1 nohead dt 2\n")
 
 
 TABLES = ["threads", "crossthread", "grow", "zsh", "memtime"]
