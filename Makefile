@@ -11,10 +11,10 @@ BASE_CFLAGS := -std=gnu11 $(WARN) -Iinclude -Isrc -fPIC -fvisibility=hidden \
   -D_GNU_SOURCE
 LIBS := -lpthread
 
-CORE := os report options sizeclass segment purge heap free large stats api
+CORE := os report options sizeclass segment purge heap free large stats arena api
 CORE_OBJ := $(CORE:%=$(BUILD)/obj/%.o)
 ALL_OBJ := $(CORE_OBJ) $(BUILD)/obj/override.o
-HEADERS := include/strata.h src/internal.h src/platform.h
+HEADERS := include/strata.h src/internal.h src/platform.h src/instrument.h
 
 TEST_C := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_C:tests/%.c=$(BUILD)/tests/%)

@@ -111,6 +111,72 @@ int strata_stats_get(struct strata_stats *stats);
 void strata_stats_print(FILE *out);
 void strata_stats_json(FILE *out);
 
+/* ---- Arenas --------------------------------------------------------------
+ * zsh-style heaps: allocation bumps a pointer in the current chunk; marks
+ * record a position and releasing one frees everything allocated after it
+ * at once. Blocks too big for a chunk get their own mapping, returned at
+ * release. A bounded number of empty chunks is kept for reuse, so a loop of
+ * mark / allocate / release neither maps nor unmaps each time, and what a
+ * spike leaves beyond that bound goes back to the OS at release.
+ * An arena is used by one thread at a time (no locking inside). */
+
+typedef struct strata_arena strata_arena;
+
+typedef struct strata_arena_opts {
+    size_t chunk_size;  /* bytes per chunk (0: 64 KiB); rounded to pages */
+    size_t keep_chunks; /* empty chunks kept for reuse (0: 2) */
+} strata_arena_opts;
+
+/* A position in an arena. Marks nest: releasing one releases the marks made
+ * after it, which are then no longer live. */
+typedef struct strata_mark {
+    strata_arena *arena;
+    void *chunk;
+    size_t offset;
+    void *big;
+    size_t in_use;
+    unsigned long serial;
+} strata_mark;
+
+/* Creates an arena (opts NULL: defaults); NULL with ENOMEM on failure. */
+strata_arena *strata_arena_new(const strata_arena_opts *opts);
+/* Frees everything the arena holds, its cached chunks and the arena. */
+void strata_arena_destroy(strata_arena *a);
+
+/* n bytes aligned to max_align_t; NULL with ENOMEM for an impossible size. */
+void *strata_arena_alloc(strata_arena *a, size_t n);
+/* n bytes aligned to `align` (a power of two, else NULL with EINVAL). */
+void *strata_arena_alloc_aligned(strata_arena *a, size_t n, size_t align);
+char *strata_arena_strdup(strata_arena *a, const char *s);
+char *strata_arena_strndup(strata_arena *a, const char *s, size_t n);
+/* printf into the arena; NULL on an encoding error (errno from vsnprintf). */
+char *strata_arena_printf(strata_arena *a, const char *format, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Grows (or shrinks) the block p to n bytes: in place when it is the most
+ * recent allocation and the chunk has room (zsh's hrealloc), else moved with
+ * its contents. p NULL is strata_arena_alloc. */
+void *strata_arena_grow(strata_arena *a, void *p, size_t n);
+
+strata_mark strata_arena_mark(strata_arena *a);
+/* Frees everything allocated after the mark. A mark that is not live
+ * (released already, or from another arena) is reported on stderr and the
+ * call does nothing; in checked mode (STRATA_CHECK=1) it aborts. */
+void strata_arena_release(strata_arena *a, strata_mark mark);
+/* Frees everything (marks included), keeping the bounded chunk cache. */
+void strata_arena_reset(strata_arena *a);
+
+struct strata_arena_stats {
+    size_t in_use;     /* bytes handed out and not released */
+    size_t mapped;     /* bytes of chunks (in use and cached) and big blocks */
+    size_t high_water; /* the highest `mapped` so far */
+    size_t chunks;     /* chunks in use */
+    size_t cached_chunks;
+    size_t big_blocks;
+};
+
+void strata_arena_stats(const strata_arena *a, struct strata_arena_stats *stats);
+
 #ifdef __cplusplus
 }
 #endif

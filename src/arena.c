@@ -1,0 +1,377 @@
+/* arena.c: zsh-style arenas. Allocation bumps `cur` in the current chunk;
+ * chunks form a stack (newest on top), big blocks a second stack; a mark is
+ * a position in both, and releasing it pops everything above. Invariants:
+ * memory between cur and end is released (poisoned); chunks above the
+ * current one do not exist; the live-mark stack holds the serials of marks
+ * not yet released, in increasing order; at most keep_chunks empty chunks
+ * are cached, the rest are unmapped at release. One thread at a time. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "instrument.h"
+#include "internal.h"
+#include "strata.h"
+
+#define ARENA_ALIGN ((size_t)16) /* _Alignof(max_align_t) on the targets */
+#define CHUNK_HEADER ((size_t)32)
+#define BIG_HEADER ((size_t)32)
+
+struct chunk {
+    struct chunk *below; /* the chunk under this one on the stack */
+    size_t size;         /* the whole mapping */
+    char *top;           /* where allocation stopped when a chunk went on top */
+};
+
+struct big {
+    struct big *below;
+    size_t map_size;
+    size_t size;   /* as asked */
+    size_t pinned; /* a mark points at it: it must not move */
+};
+
+struct strata_arena {
+    struct chunk *chunk; /* the current chunk, or NULL */
+    char *cur, *end;
+    struct big *big;     /* the newest big block, or NULL */
+    char *last;          /* the newest allocation in a chunk (grow in place) */
+    size_t last_size;
+    struct chunk *cache; /* empty chunks kept for reuse */
+    size_t cached, keep, chunk_size, big_threshold;
+    size_t in_use, mapped, high_water, chunks, bigs;
+    unsigned long serial;
+    unsigned long *live; /* serials of live marks, increasing */
+    size_t live_count, live_capacity;
+};
+
+static size_t round_up(size_t n, size_t to)
+{
+    return (n + to - 1) & ~(to - 1);
+}
+
+static char *chunk_data(struct chunk *c)
+{
+    return (char *)c + CHUNK_HEADER;
+}
+
+static char *chunk_end(struct chunk *c)
+{
+    return (char *)c + c->size;
+}
+
+static void count_mapped(strata_arena *a, long delta)
+{
+    a->mapped += (size_t)delta;
+    if (a->mapped > a->high_water)
+        a->high_water = a->mapped;
+}
+
+STRATA_EXPORT strata_arena *strata_arena_new(const strata_arena_opts *opts)
+{
+    strata_init();
+    strata_arena *a = strata_calloc(1, sizeof *a);
+    if (a == NULL)
+        return NULL;
+    size_t chunk = opts && opts->chunk_size ? opts->chunk_size : 64 * 1024;
+    if (chunk < 4096 || chunk > ((size_t)1 << 30)) {
+        strata_free(a);
+        errno = EINVAL;
+        return NULL;
+    }
+    a->chunk_size = round_up(chunk, os_page_size());
+    a->keep = opts && opts->keep_chunks ? opts->keep_chunks : 2;
+    /* Blocks above a quarter chunk get their own mapping: a chunk never
+     * wastes more than a quarter on a block that did not fit. */
+    a->big_threshold = a->chunk_size / 4;
+    return a;
+}
+
+static void chunk_drop(strata_arena *a, struct chunk *c)
+{
+    a->chunks--;
+    if (a->cached < a->keep) {
+        memory_released(chunk_data(c), c->size - CHUNK_HEADER);
+        c->below = a->cache;
+        a->cache = c;
+        a->cached++;
+        return;
+    }
+    count_mapped(a, -(long)c->size);
+    os_unmap(c, c->size);
+}
+
+static bool chunk_push(strata_arena *a)
+{
+    struct chunk *c = a->cache;
+    if (c != NULL) {
+        a->cache = c->below;
+        a->cached--;
+    } else {
+        c = os_map(a->chunk_size);
+        if (c == NULL)
+            return false;
+        c->size = a->chunk_size;
+        count_mapped(a, (long)c->size);
+        memory_released(chunk_data(c), c->size - CHUNK_HEADER);
+    }
+    if (a->chunk != NULL)
+        a->chunk->top = a->cur;
+    c->below = a->chunk;
+    c->top = NULL;
+    a->chunk = c;
+    a->cur = chunk_data(c);
+    a->end = chunk_end(c);
+    a->chunks++;
+    return true;
+}
+
+static void *big_alloc(strata_arena *a, size_t n, size_t align)
+{
+    size_t offset = round_up(BIG_HEADER, align);
+    if (n > (size_t)PTRDIFF_MAX - offset - os_page_size()) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    size_t map_size = round_up(n + offset, os_page_size());
+    struct big *b = align > os_page_size() ? os_map_aligned(map_size, align) : os_map(map_size);
+    if (b == NULL) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    b->below = a->big;
+    b->map_size = map_size;
+    b->size = n;
+    b->pinned = 0;
+    a->big = b;
+    a->bigs++;
+    a->in_use += n;
+    count_mapped(a, (long)map_size);
+    return (char *)b + offset;
+}
+
+static void *alloc_aligned(strata_arena *a, size_t n, size_t align)
+{
+    if (unlikely(n > (size_t)PTRDIFF_MAX)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    size_t need = n ? round_up(n, ARENA_ALIGN) : ARENA_ALIGN;
+    if (need > a->big_threshold || align > a->big_threshold)
+        return big_alloc(a, n, align);
+    char *p = (char *)round_up((uintptr_t)a->cur, align);
+    if (unlikely(a->chunk == NULL || p + need > a->end)) {
+        if (!chunk_push(a)) {
+            errno = ENOMEM;
+            return NULL;
+        }
+        p = (char *)round_up((uintptr_t)a->cur, align);
+    }
+    a->in_use += (size_t)(p + need - a->cur);
+    a->cur = p + need;
+    a->last = p;
+    a->last_size = need;
+    memory_usable(p, need);
+    return p;
+}
+
+STRATA_EXPORT void *strata_arena_alloc(strata_arena *a, size_t n)
+{
+    return alloc_aligned(a, n, ARENA_ALIGN);
+}
+
+STRATA_EXPORT void *strata_arena_alloc_aligned(strata_arena *a, size_t n, size_t align)
+{
+    if (align == 0 || (align & (align - 1)) != 0) {
+        errno = EINVAL;
+        return NULL;
+    }
+    return alloc_aligned(a, n, align < ARENA_ALIGN ? ARENA_ALIGN : align);
+}
+
+STRATA_EXPORT char *strata_arena_strndup(strata_arena *a, const char *s, size_t n)
+{
+    size_t length = strnlen(s, n);
+    char *copy = strata_arena_alloc(a, length + 1);
+    if (copy != NULL) {
+        memcpy(copy, s, length);
+        copy[length] = '\0';
+    }
+    return copy;
+}
+
+STRATA_EXPORT char *strata_arena_strdup(strata_arena *a, const char *s)
+{
+    return strata_arena_strndup(a, s, strlen(s));
+}
+
+STRATA_EXPORT char *strata_arena_printf(strata_arena *a, const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    int length = vsnprintf(NULL, 0, format, args);
+    va_end(args);
+    if (length < 0)
+        return NULL;
+    char *text = strata_arena_alloc(a, (size_t)length + 1);
+    if (text == NULL)
+        return NULL;
+    va_start(args, format);
+    vsnprintf(text, (size_t)length + 1, format, args);
+    va_end(args);
+    return text;
+}
+
+/* How many bytes from p on belong to allocations: p's block and the ones
+ * after it in the same chunk or big block; a moved block copies no more. */
+static size_t bytes_after(strata_arena *a, const char *p)
+{
+    for (struct big *b = a->big; b != NULL; b = b->below)
+        if (p > (char *)b && p < (char *)b + b->map_size)
+            return (size_t)((char *)b + b->map_size - p);
+    for (struct chunk *c = a->chunk; c != NULL; c = c->below) {
+        char *top = c == a->chunk ? a->cur : c->top;
+        if (p >= chunk_data(c) && p < top)
+            return (size_t)(top - p);
+    }
+    report_fatal("strata_arena_grow of a pointer this arena did not allocate", p);
+}
+
+STRATA_EXPORT void *strata_arena_grow(strata_arena *a, void *p, size_t n)
+{
+    if (p == NULL)
+        return strata_arena_alloc(a, n);
+    size_t need = n ? round_up(n, ARENA_ALIGN) : ARENA_ALIGN;
+    if (p == a->last && (char *)p + need <= a->end && need <= a->big_threshold) {
+        /* The newest allocation, with room after it: grow in place. */
+        a->in_use = a->in_use - a->last_size + need;
+        if (need > a->last_size)
+            memory_usable((char *)p + a->last_size, need - a->last_size);
+        else
+            memory_released((char *)p + need, a->last_size - need);
+        a->cur = (char *)p + need;
+        a->last_size = need;
+        return p;
+    }
+    struct big *b = a->big;
+    size_t offset = round_up(BIG_HEADER, ARENA_ALIGN);
+    if (b != NULL && p == (char *)b + offset && n > a->big_threshold && !b->pinned) {
+        /* The newest big block: remap it, with headroom for more growth. */
+        if (n + offset > b->map_size) {
+            size_t map_size = round_up(n + n / 8 + offset, os_page_size());
+            struct big *moved = os_remap(b, b->map_size, map_size);
+            if (moved == NULL) {
+                errno = ENOMEM;
+                return NULL;
+            }
+            count_mapped(a, (long)map_size - (long)moved->map_size);
+            moved->map_size = map_size;
+            a->big = b = moved;
+        }
+        a->in_use = a->in_use - b->size + n;
+        b->size = n;
+        return (char *)b + offset;
+    }
+    size_t old = bytes_after(a, p);
+    void *q = strata_arena_alloc(a, n);
+    if (q != NULL)
+        memcpy(q, p, old < n ? old : n);
+    return q;
+}
+
+STRATA_EXPORT strata_mark strata_arena_mark(strata_arena *a)
+{
+    if (a->live_count == a->live_capacity) {
+        size_t capacity = a->live_capacity ? a->live_capacity * 2 : 16;
+        unsigned long *live = strata_realloc(a->live, capacity * sizeof *live);
+        if (live == NULL)
+            report_fatal("cannot grow the arena's mark stack", a);
+        a->live = live;
+        a->live_capacity = capacity;
+    }
+    strata_mark m = {a, a->chunk, a->chunk ? (size_t)(a->cur - (char *)a->chunk) : 0, a->big,
+                     a->in_use, ++a->serial};
+    a->live[a->live_count++] = m.serial;
+    /* What came before the mark stays as it is: growing it in place would
+     * cross the mark, and moving the newest big block would leave the mark
+     * pointing at its old address. Such blocks grow by moving instead. */
+    a->last = NULL;
+    if (a->big != NULL)
+        a->big->pinned = 1;
+    return m;
+}
+
+static void release_to(strata_arena *a, struct chunk *chunk, size_t offset, struct big *big)
+{
+    while (a->chunk != chunk && a->chunk != NULL) {
+        struct chunk *c = a->chunk;
+        a->chunk = c->below;
+        chunk_drop(a, c);
+    }
+    if (a->chunk != NULL) {
+        a->cur = (char *)a->chunk + offset;
+        a->end = chunk_end(a->chunk);
+        memory_released(a->cur, (size_t)(a->end - a->cur));
+    } else {
+        a->cur = a->end = NULL;
+    }
+    while (a->big != big && a->big != NULL) {
+        struct big *b = a->big;
+        a->big = b->below;
+        a->bigs--;
+        count_mapped(a, -(long)b->map_size);
+        os_unmap(b, b->map_size);
+    }
+    a->last = NULL;
+}
+
+STRATA_EXPORT void strata_arena_release(strata_arena *a, strata_mark mark)
+{
+    size_t i = a->live_count;
+    if (mark.arena == a)
+        while (i > 0 && a->live[i - 1] > mark.serial)
+            i--;
+    if (mark.arena != a || i == 0 || a->live[i - 1] != mark.serial) {
+        char what[96];
+        snprintf(what, sizeof what, "release to a mark that is not live (serial %lu, arena %p)",
+                 mark.serial, (void *)mark.arena);
+        if (strata_options.check)
+            report_fatal(what, a);
+        report_warning(what, a);
+        return;
+    }
+    a->live_count = i - 1;
+    release_to(a, mark.chunk, mark.offset, mark.big);
+    a->in_use = mark.in_use;
+}
+
+STRATA_EXPORT void strata_arena_reset(strata_arena *a)
+{
+    a->live_count = 0;
+    release_to(a, NULL, 0, NULL);
+    a->in_use = 0;
+}
+
+STRATA_EXPORT void strata_arena_destroy(strata_arena *a)
+{
+    if (a == NULL)
+        return;
+    strata_arena_reset(a);
+    while (a->cache != NULL) {
+        struct chunk *c = a->cache;
+        a->cache = c->below;
+        os_unmap(c, c->size);
+    }
+    strata_free(a->live);
+    strata_free(a);
+}
+
+STRATA_EXPORT void strata_arena_stats(const strata_arena *a, struct strata_arena_stats *stats)
+{
+    stats->in_use = a->in_use;
+    stats->mapped = a->mapped;
+    stats->high_water = a->high_water;
+    stats->chunks = a->chunks;
+    stats->cached_chunks = a->cached;
+    stats->big_blocks = a->bigs;
+}

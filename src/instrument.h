@@ -1,0 +1,55 @@
+/* instrument.h: telling memory checkers which arena memory is usable.
+ * Released arena memory is poisoned for AddressSanitizer and marked
+ * no-access for Valgrind, so a use after release is caught; both compile to
+ * nothing (or to Valgrind's few no-op instructions) when not in use. */
+#ifndef STRATA_INSTRUMENT_H
+#define STRATA_INSTRUMENT_H
+
+#include <stddef.h>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define STRATA_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define STRATA_ASAN 1
+#endif
+#endif
+
+#ifdef STRATA_ASAN
+#include <sanitizer/asan_interface.h>
+#define asan_poison(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
+#define asan_unpoison(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#else
+#define asan_poison(p, n) ((void)(p), (void)(n))
+#define asan_unpoison(p, n) ((void)(p), (void)(n))
+#endif
+
+#if defined(__has_include)
+#if __has_include(<valgrind/memcheck.h>)
+#include <valgrind/memcheck.h>
+#define STRATA_VALGRIND 1
+#endif
+#endif
+
+#ifdef STRATA_VALGRIND
+#define valgrind_noaccess(p, n) ((void)VALGRIND_MAKE_MEM_NOACCESS((p), (n)))
+#define valgrind_undefined(p, n) ((void)VALGRIND_MAKE_MEM_UNDEFINED((p), (n)))
+#else
+#define valgrind_noaccess(p, n) ((void)(p), (void)(n))
+#define valgrind_undefined(p, n) ((void)(p), (void)(n))
+#endif
+
+/* Memory handed out: usable. Memory released: any access is an error. */
+static inline void memory_usable(void *p, size_t n)
+{
+    asan_unpoison(p, n);
+    valgrind_undefined(p, n);
+}
+
+static inline void memory_released(void *p, size_t n)
+{
+    asan_poison(p, n);
+    valgrind_noaccess(p, n);
+}
+
+#endif /* STRATA_INSTRUMENT_H */
