@@ -87,6 +87,14 @@ STRATA_EXPORT strata_arena *strata_arena_new(const strata_arena_opts *opts)
     return a;
 }
 
+/* Poison outlives a mapping in ASan's shadow: clear it before unmapping, or
+ * the next mapping at this address would start poisoned. */
+static void chunk_unmap(struct chunk *c)
+{
+    memory_usable(c, c->size);
+    os_unmap(c, c->size);
+}
+
 static void chunk_drop(strata_arena *a, struct chunk *c)
 {
     a->chunks--;
@@ -98,7 +106,7 @@ static void chunk_drop(strata_arena *a, struct chunk *c)
         return;
     }
     count_mapped(a, -(long)c->size);
-    os_unmap(c, c->size);
+    chunk_unmap(c);
 }
 
 static bool chunk_push(strata_arena *a)
@@ -360,7 +368,7 @@ STRATA_EXPORT void strata_arena_destroy(strata_arena *a)
     while (a->cache != NULL) {
         struct chunk *c = a->cache;
         a->cache = c->below;
-        os_unmap(c, c->size);
+        chunk_unmap(c);
     }
     strata_free(a->live);
     strata_free(a);
