@@ -45,6 +45,15 @@ $(BUILD)/bench/%: bench/%.c bench/common.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 $(WARN) -O2 -Iinclude -D_GNU_SOURCE $< -o $@ $(LIBS) -lm
 
+# The arena bench links strata's core (no malloc override) and, where
+# libapr1-dev is installed, APR pools.
+APR_FOUND := $(shell test -f /usr/include/apr-1.0/apr_pools.h && echo 1)
+APR_FLAGS := $(if $(APR_FOUND),-DHAVE_APR=1 -I/usr/include/apr-1.0,-DHAVE_APR=0)
+APR_LIBS := $(if $(APR_FOUND),-lapr-1)
+$(BUILD)/bench/arena: bench/arena.c bench/common.h $(CORE_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 $(WARN) -O2 -Iinclude -D_GNU_SOURCE $(APR_FLAGS) $< $(CORE_OBJ) -o $@ $(LIBS) $(APR_LIBS) -lm
+
 test: all $(TEST_BIN) $(BENCH_BIN)
 	BUILD=$(BUILD) CC=$(CC) sh tests/run.sh
 

@@ -134,7 +134,6 @@ typedef struct strata_mark {
     void *chunk;
     size_t offset;
     void *big;
-    size_t in_use;
     unsigned long serial;
 } strata_mark;
 

@@ -35,11 +35,12 @@ struct strata_arena {
     struct chunk *chunk; /* the current chunk, or NULL */
     char *cur, *end;
     struct big *big;     /* the newest big block, or NULL */
-    char *last;          /* the newest allocation in a chunk (grow in place) */
-    size_t last_size;
+    char *last;          /* the newest allocation in a chunk (grow in place): it
+                          * ends at cur */
     struct chunk *cache; /* empty chunks kept for reuse */
     size_t cached, keep, chunk_size, big_threshold;
-    size_t in_use, mapped, high_water, chunks, bigs;
+    size_t big_bytes;    /* asked for in live big blocks */
+    size_t mapped, high_water, chunks, bigs;
     unsigned long serial;
     unsigned long *live; /* serials of live marks, increasing */
     size_t live_count, live_capacity;
@@ -153,7 +154,7 @@ static void *big_alloc(strata_arena *a, size_t n, size_t align)
     b->pinned = 0;
     a->big = b;
     a->bigs++;
-    a->in_use += n;
+    a->big_bytes += n;
     count_mapped(a, (long)map_size);
     return (char *)b + offset;
 }
@@ -175,16 +176,23 @@ static void *alloc_aligned(strata_arena *a, size_t n, size_t align)
         }
         p = (char *)round_up((uintptr_t)a->cur, align);
     }
-    a->in_use += (size_t)(p + need - a->cur);
     a->cur = p + need;
     a->last = p;
-    a->last_size = need;
     memory_usable(p, need);
     return p;
 }
 
 STRATA_EXPORT void *strata_arena_alloc(strata_arena *a, size_t n)
 {
+    /* The bump itself; cur stays 16-aligned, so no rounding of it. */
+    size_t need = (n + ARENA_ALIGN - 1 + !n) & ~(ARENA_ALIGN - 1);
+    char *p = a->cur;
+    if (likely(n <= a->big_threshold && need <= (size_t)(a->end - p))) {
+        a->cur = p + need;
+        a->last = p;
+        memory_usable(p, need);
+        return p;
+    }
     return alloc_aligned(a, n, ARENA_ALIGN);
 }
 
@@ -252,13 +260,12 @@ STRATA_EXPORT void *strata_arena_grow(strata_arena *a, void *p, size_t n)
     size_t need = n ? round_up(n, ARENA_ALIGN) : ARENA_ALIGN;
     if (p == a->last && (char *)p + need <= a->end && need <= a->big_threshold) {
         /* The newest allocation, with room after it: grow in place. */
-        a->in_use = a->in_use - a->last_size + need;
-        if (need > a->last_size)
-            memory_usable((char *)p + a->last_size, need - a->last_size);
+        size_t size = (size_t)(a->cur - (char *)p);
+        if (need > size)
+            memory_usable((char *)p + size, need - size);
         else
-            memory_released((char *)p + need, a->last_size - need);
+            memory_released((char *)p + need, size - need);
         a->cur = (char *)p + need;
-        a->last_size = need;
         return p;
     }
     struct big *b = a->big;
@@ -276,7 +283,7 @@ STRATA_EXPORT void *strata_arena_grow(strata_arena *a, void *p, size_t n)
             moved->map_size = map_size;
             a->big = b = moved;
         }
-        a->in_use = a->in_use - b->size + n;
+        a->big_bytes = a->big_bytes - b->size + n;
         b->size = n;
         return (char *)b + offset;
     }
@@ -298,7 +305,7 @@ STRATA_EXPORT strata_mark strata_arena_mark(strata_arena *a)
         a->live_capacity = capacity;
     }
     strata_mark m = {a, a->chunk, a->chunk ? (size_t)(a->cur - (char *)a->chunk) : 0, a->big,
-                     a->in_use, ++a->serial};
+                     ++a->serial};
     a->live[a->live_count++] = m.serial;
     /* What came before the mark stays as it is: growing it in place would
      * cross the mark, and moving the newest big block would leave the mark
@@ -327,6 +334,7 @@ static void release_to(strata_arena *a, struct chunk *chunk, size_t offset, stru
         struct big *b = a->big;
         a->big = b->below;
         a->bigs--;
+        a->big_bytes -= b->size;
         count_mapped(a, -(long)b->map_size);
         os_unmap(b, b->map_size);
     }
@@ -350,14 +358,12 @@ STRATA_EXPORT void strata_arena_release(strata_arena *a, strata_mark mark)
     }
     a->live_count = i - 1;
     release_to(a, mark.chunk, mark.offset, mark.big);
-    a->in_use = mark.in_use;
 }
 
 STRATA_EXPORT void strata_arena_reset(strata_arena *a)
 {
     a->live_count = 0;
     release_to(a, NULL, 0, NULL);
-    a->in_use = 0;
 }
 
 STRATA_EXPORT void strata_arena_destroy(strata_arena *a)
@@ -376,7 +382,11 @@ STRATA_EXPORT void strata_arena_destroy(strata_arena *a)
 
 STRATA_EXPORT void strata_arena_stats(const strata_arena *a, struct strata_arena_stats *stats)
 {
-    stats->in_use = a->in_use;
+    /* In use: every chunk up to where allocation stopped, and big blocks. */
+    size_t in_use = a->big_bytes;
+    for (const struct chunk *c = a->chunk; c != NULL; c = c->below)
+        in_use += (size_t)((c == a->chunk ? a->cur : c->top) - ((const char *)c + CHUNK_HEADER));
+    stats->in_use = in_use;
     stats->mapped = a->mapped;
     stats->high_water = a->high_water;
     stats->chunks = a->chunks;
