@@ -142,7 +142,8 @@ strata_arena *strata_arena_new(const strata_arena_opts *opts);
 /* Frees everything the arena holds, its cached chunks and the arena. */
 void strata_arena_destroy(strata_arena *a);
 
-/* n bytes aligned to max_align_t; NULL with ENOMEM for an impossible size. */
+/* n bytes aligned to max_align_t; NULL with ENOMEM for an impossible size.
+ * Inline below (a pointer bump), out of line in the library. */
 void *strata_arena_alloc(strata_arena *a, size_t n);
 /* n bytes aligned to `align` (a power of two, else NULL with EINVAL). */
 void *strata_arena_alloc_aligned(strata_arena *a, size_t n, size_t align);
@@ -175,6 +176,43 @@ struct strata_arena_stats {
 };
 
 void strata_arena_stats(const strata_arena *a, struct strata_arena_stats *stats);
+
+/* The first members of every arena, exposed so that the bump can be inline
+ * in the caller; never write them. Under AddressSanitizer the library's
+ * strata_arena_alloc runs instead, to unpoison what it hands out. */
+struct strata_arena_head {
+    char *cur;            /* next free byte of the current chunk (16-aligned) */
+    char *end;            /* end of the current chunk */
+    char *last;           /* the newest allocation, which ends at cur */
+    size_t big_threshold; /* larger blocks get their own mapping */
+};
+
+#if defined(__SANITIZE_ADDRESS__)
+#define STRATA_ARENA_INLINE 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define STRATA_ARENA_INLINE 0
+#endif
+#endif
+#ifndef STRATA_ARENA_INLINE
+#define STRATA_ARENA_INLINE 1
+#endif
+
+#if STRATA_ARENA_INLINE && !defined(STRATA_BUILDING_LIBRARY)
+static inline void *strata_arena_alloc_inline(strata_arena *a, size_t n)
+{
+    struct strata_arena_head *h = (struct strata_arena_head *)(void *)a;
+    size_t need = (n + 15 + !n) & ~(size_t)15;
+    char *p = h->cur;
+    if (__builtin_expect(n <= h->big_threshold && need <= (size_t)(h->end - p), 1)) {
+        h->cur = p + need;
+        h->last = p;
+        return p;
+    }
+    return strata_arena_alloc(a, n);
+}
+#define strata_arena_alloc(a, n) strata_arena_alloc_inline((a), (n))
+#endif
 
 #ifdef __cplusplus
 }

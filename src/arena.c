@@ -10,9 +10,12 @@
 #include <stdio.h>
 #include <string.h>
 
+#define STRATA_BUILDING_LIBRARY 1 /* the out-of-line strata_arena_alloc */
 #include "instrument.h"
 #include "internal.h"
 #include "strata.h"
+
+
 
 #define ARENA_ALIGN ((size_t)16) /* _Alignof(max_align_t) on the targets */
 #define CHUNK_HEADER ((size_t)32)
@@ -32,19 +35,28 @@ struct big {
 };
 
 struct strata_arena {
-    struct chunk *chunk; /* the current chunk, or NULL */
+    /* struct strata_arena_head, which strata.h's inline bump reads: */
     char *cur, *end;
-    struct big *big;     /* the newest big block, or NULL */
     char *last;          /* the newest allocation in a chunk (grow in place): it
                           * ends at cur */
+    size_t big_threshold;
+    struct chunk *chunk; /* the current chunk, or NULL */
+    struct big *big;     /* the newest big block, or NULL */
     struct chunk *cache; /* empty chunks kept for reuse */
-    size_t cached, keep, chunk_size, big_threshold;
+    size_t cached, keep, chunk_size;
     size_t big_bytes;    /* asked for in live big blocks */
     size_t mapped, high_water, chunks, bigs;
     unsigned long serial;
     unsigned long *live; /* serials of live marks, increasing */
     size_t live_count, live_capacity;
 };
+
+_Static_assert(offsetof(struct strata_arena, cur) == offsetof(struct strata_arena_head, cur) &&
+                   offsetof(struct strata_arena, end) == offsetof(struct strata_arena_head, end) &&
+                   offsetof(struct strata_arena, last) == offsetof(struct strata_arena_head, last) &&
+                   offsetof(struct strata_arena, big_threshold) ==
+                       offsetof(struct strata_arena_head, big_threshold),
+               "strata.h's inline bump reads the arena's first members");
 
 static size_t round_up(size_t n, size_t to)
 {
