@@ -19,15 +19,18 @@ SIZES = {
     "smoke": dict(replacements=20000, threads=[1, 2], pairs=[1], cross_blocks=20480,
                   grow=[22500, 135000], grow_repeats=3,
                   zsh=dict(string=[5000, 1], array=[3000], function=[2000], search=[2000]),
-                  working_mb=16),
+                  working_mb=16,
+                  arena=dict(rounds=2000, spike_mb=16, strings=[22500], string_repeats=3)),
     "default": dict(replacements=2000000, threads=[1, 2, 4, 8, 16], pairs=[1, 2, 4],
                     cross_blocks=2000000, grow=[225000, 1350000], grow_repeats=21,
                     zsh=dict(string=[60000, 1], array=[60000], function=[40000], search=[20000]),
-                    working_mb=500),
+                    working_mb=500,
+                    arena=dict(rounds=50000, spike_mb=256, strings=[225000, 1350000], string_repeats=11)),
     "full": dict(replacements=8000000, threads=[1, 2, 4, 8, 16], pairs=[1, 2, 4, 8],
                  cross_blocks=8000000, grow=[225000, 1350000], grow_repeats=51,
                  zsh=dict(string=[225000, 1], array=[200000], function=[100000], search=[100000]),
-                 working_mb=500),
+                 working_mb=500,
+                 arena=dict(rounds=200000, spike_mb=256, strings=[225000, 1350000], string_repeats=31)),
 }
 
 
@@ -194,6 +197,48 @@ class Suite:
                 "Small blocks (16..1024 bytes) allocated, held 50 ms, freed; light work goes on.\n\n%s\n"
                 % (mb, harness.markdown_table(header, table)))
 
+    def arena(self):
+        """Arenas beside GNU obstack, APR pools and malloc/free (glibc's: the
+        program links strata's core without the override)."""
+        program = self.program("arena")
+        kinds = [f["kind"] for f in harness.run_program([program, "kinds"], None)]
+        notes = "" if "apr" in kinds else "APR pools not measured: libapr1-dev was not installed at build time.\n\n"
+        sz = self.sizes["arena"]
+        rows = []
+        for rep in range(self.repeats):
+            for kind in kinds:
+                harness.progress("arena: run %d/%d, %s" % (rep + 1, self.repeats, kind))
+                runs = [("command", ["command", "-n", str(sz["rounds"])]),
+                        ("spike", ["spike", "-w", str(sz["spike_mb"])])]
+                runs += [("string%d" % m, ["string", "-m", str(m), "-r", str(sz["string_repeats"])])
+                         for m in sz["strings"]]
+                for case, args in runs:
+                    for fields in harness.run_program([program] + args + ["-k", kind], None):
+                        fields.update(allocator=kind, run=rep + 1, case=case)
+                        rows.append(fields)
+        harness.write_csv(os.path.join(self.out, "arena.csv"), rows)
+        names = ["strata"] + [k for k in kinds if k != "strata"]
+        table = []
+        for name in names:
+            row = [name]
+            value = self.med(rows, name, "command", "allocs_per_sec")
+            base = self.med(rows, "strata", "command", "allocs_per_sec")
+            row.append(harness.human(value) + ("" if name == "strata" else " (%.2fx)" % (value / base)))
+            row.append(" / ".join("%.0f" % self.med(rows, name, "spike", k)
+                                  for k in ("start_rss_mb", "peak_rss_mb", "after_rss_mb")))
+            for m in sz["strings"]:
+                v = self.med(rows, name, "string%d" % m, "ms_per_string")
+                b = self.med(rows, "strata", "string%d" % m, "ms_per_string")
+                row.append("%.2f ms" % v + ("" if name == "strata" else " (%.2fx)" % (v / b)))
+            table.append(row)
+        header = (["arena", "command: allocs/s", "spike %d MB: resident start / peak / after release" % sz["spike_mb"]]
+                  + ["string %.0f KB" % (m / 1000) for m in sz["strings"]])
+        return ("### arena (seeds 000, 001, 003): strata arenas beside obstack, APR pools, malloc/free\n"
+                "command: mark, 200 allocations of 8..200 bytes written, release; spike: 100-byte pieces,\n"
+                "released; string: the newest block grown 10 bytes at a time (obstack's growing object,\n"
+                "APR doubling by hand, realloc). Ratios are the allocator's over strata's.\n\n%s%s\n"
+                % (notes, harness.markdown_table(header, table)))
+
     # ---- plots -----------------------------------------------------------
     def gnuplot(self, script, name):
         if shutil.which("gnuplot") is None:
@@ -235,7 +280,7 @@ class Suite:
                   "set key right top\nset arrow from 0, graph 0 to 0, graph 1 nohead dt 2\n")
 
 
-TABLES = ["threads", "crossthread", "grow", "zsh", "memtime"]
+TABLES = ["threads", "crossthread", "grow", "zsh", "memtime", "arena"]
 
 
 def main():
