@@ -477,7 +477,18 @@ static bool page_contains(const struct page *page, const void *p)
            offset / page->block_size < page->capacity;
 }
 
-size_t heap_check(const struct heap *heap)
+static size_t heap_check_locked(const struct heap *heap);
+
+size_t heap_check(struct heap *heap)
+{
+    /* The purger may be purging this heap's segments: hold it off. */
+    pthread_mutex_lock(&heap->lock);
+    size_t problems = heap_check_locked(heap);
+    pthread_mutex_unlock(&heap->lock);
+    return problems;
+}
+
+static size_t heap_check_locked(const struct heap *heap)
 {
     size_t problems = 0;
     for (unsigned c = 0; c < CLASS_COUNT; c++) {

@@ -267,8 +267,8 @@ void page_free_block(struct heap *heap, struct page *page, struct block *block);
 void *heap_alloc_class(unsigned class_index);
 void heap_collect_remote(struct heap *heap);
 /* Counts broken invariants of a heap (bins, pages, segments): 0 when sound.
- * Call it from the heap's own thread. */
-size_t heap_check(const struct heap *heap);
+ * Call it from the heap's own thread; it takes the heap's lock. */
+size_t heap_check(struct heap *heap);
 void heap_fork_child(void);
 /* Calls fn on every heap with a thread, holding pool_lock and (with
  * `try_only`, if free) the heap's lock; skips busy heaps when `try_only`. */
