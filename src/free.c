@@ -17,9 +17,8 @@ static inline uintptr_t canary_of(const void *p)
     return (uintptr_t)p ^ CANARY_KEY;
 }
 
-void free_abandoned(struct segment *segment, struct page *page, struct block *block)
+void free_abandoned(struct page *page, struct block *block)
 {
-    (void)segment;
     pthread_mutex_lock(&abandoned_lock);
     if (unlikely(!page->in_use || page->free == block)) {
         pthread_mutex_unlock(&abandoned_lock);
@@ -47,7 +46,7 @@ void free_redispatch(void *p)
             return;
         }
         if (owner == OWNER_ABANDONED) {
-            free_abandoned(segment, page, block);
+            free_abandoned(page, block);
             return;
         }
         struct heap *heap = (struct heap *)(owner & ~OWNER_CHECK_TAG);

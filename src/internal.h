@@ -285,7 +285,7 @@ void free_slow(void *p);
 void free_redispatch(void *p);
 /* Frees a block taken from `heap`'s remote list. */
 void free_collected(struct heap *heap, struct block *block);
-void free_abandoned(struct segment *segment, struct page *page, struct block *block);
+void free_abandoned(struct page *page, struct block *block);
 void free_fork_child(void);
 void free_lock_all(void);
 void free_unlock_all(void);
