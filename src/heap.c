@@ -228,23 +228,23 @@ static bool current_with_free(struct heap *heap, unsigned class_index)
     return true;
 }
 
-static void *bin_refill_locked(struct heap *heap, unsigned class_index);
+static void *bin_refill(struct heap *heap, unsigned class_index);
 
 void *heap_bin_refill(struct heap *heap, unsigned class_index)
 {
-    void *block = bin_refill_locked(heap, class_index);
+    void *block = bin_refill(heap, class_index);
     purger_start_if_wanted();
     if (unlikely(block == NULL) && strata_options.limit_mb) {
         /* At the memory limit: give back what the caches hold, then retry. */
         strata_trim();
-        block = bin_refill_locked(heap, class_index);
+        block = bin_refill(heap, class_index);
     }
     if (unlikely(block == NULL))
         errno = ENOMEM;
     return block;
 }
 
-static void *bin_refill_locked(struct heap *heap, unsigned class_index)
+static void *bin_refill(struct heap *heap, unsigned class_index)
 {
     if (!current_with_free(heap, class_index))
         return NULL;
@@ -280,6 +280,16 @@ static void *bin_refill_locked(struct heap *heap, unsigned class_index)
     return first;
 }
 
+/* Returns a list of blocks, each to its page. */
+static void blocks_to_pages(struct heap *heap, struct block *block)
+{
+    while (block != NULL) {
+        struct block *next = block->next;
+        page_free_block(heap, page_of(segment_of(block), block), block);
+        block = next;
+    }
+}
+
 void heap_bin_flush(struct heap *heap, struct bin *bin)
 {
     uint32_t keep = bin->limit / 2;
@@ -294,11 +304,7 @@ void heap_bin_flush(struct heap *heap, struct bin *bin)
     size_t class_index = (size_t)(bin - heap->bins);
     long returned = class_index < CLASS_COUNT ? (long)(bin->count - keep) * (long)class_size[class_index] : 0;
     bin->count = keep;
-    while (rest != NULL) {
-        struct block *next = rest->next;
-        page_free_block(heap, page_of(segment_of(rest), rest), rest);
-        rest = next;
-    }
+    blocks_to_pages(heap, rest);
     stats_bytes_out(-returned);
     purger_start_if_wanted();
 }
@@ -310,11 +316,7 @@ static void bins_flush_all(struct heap *heap)
         stats_bytes_out(-(long)heap->bins[c].count * (long)class_size[c]);
         heap->bins[c].head = NULL;
         heap->bins[c].count = 0;
-        while (block != NULL) {
-            struct block *next = block->next;
-            page_free_block(heap, page_of(segment_of(block), block), block);
-            block = next;
-        }
+        blocks_to_pages(heap, block);
     }
 }
 
