@@ -81,6 +81,14 @@ static bool insert(uintptr_t address, size_t map_size, size_t alignment)
     return true;
 }
 
+/* A block moved from `from` to `to`: the registry follows (large_lock held). */
+static void registry_move(uintptr_t from, uintptr_t to, size_t map_size, size_t alignment)
+{
+    lookup(from)->address = SLOT_DELETED;
+    if (!insert(to, map_size, alignment))
+        report_fatal("cannot grow the large-block registry", (void *)to);
+}
+
 static size_t round_to_page(size_t size)
 {
     size_t page = os_page_size();
@@ -109,11 +117,11 @@ static struct large_header *header_of(const void *p)
 /* The header of a default-aligned large block, read without the lock; NULL
  * when `p` cannot be one (then the registry decides). A block's header is in
  * the same OS page as the block, so reading it never faults. */
-static const struct large_header *quick_header(const void *p)
+static struct large_header *quick_header(const void *p)
 {
     if (((uintptr_t)p & (os_page_size() - 1)) != LARGE_HEADER)
         return NULL;
-    const struct large_header *h = header_of(p);
+    struct large_header *h = header_of(p);
     return h->magic == (LARGE_MAGIC ^ (uintptr_t)p) ? h : NULL;
 }
 
@@ -334,7 +342,7 @@ void *large_realloc(void *p, size_t size)
     }
     /* A string grown in small steps reallocs thousands of times between
      * moves: those calls only read the header. */
-    struct large_header *quick = (struct large_header *)quick_header(p);
+    struct large_header *quick = quick_header(p);
     if (quick != NULL && !strata_options.check &&
         stays(quick->map_size - quick->offset, quick->asked, size)) {
         quick->asked = size;
@@ -376,11 +384,8 @@ void *large_realloc(void *p, size_t size)
         if (cached != NULL) {
             q = place(cached, cached_size, offset, size);
             memcpy(q, p, old_size - offset);
-            lookup((uintptr_t)p)->address = SLOT_DELETED;
-            bool ok = insert((uintptr_t)q, cached_size, alignment);
+            registry_move((uintptr_t)p, (uintptr_t)q, cached_size, alignment);
             pthread_mutex_unlock(&large_lock);
-            if (!ok)
-                report_fatal("cannot grow the large-block registry", q);
             header_of(p)->magic = 0;
             os_unmap((char *)p - offset, old_size);
             stats_bytes_out((long)cached_size - (long)old_size);
@@ -393,19 +398,15 @@ void *large_realloc(void *p, size_t size)
      * soon as it is free, and must not find it registered with our size. */
     pthread_mutex_lock(&large_lock);
     char *base = os_remap((char *)p - offset, old_size, new_size);
-    bool ok = true;
     if (base != NULL) {
         q = place(base, new_size, offset, size);
-        lookup((uintptr_t)p)->address = SLOT_DELETED;
-        ok = insert((uintptr_t)q, new_size, alignment);
+        registry_move((uintptr_t)p, (uintptr_t)q, new_size, alignment);
     }
     pthread_mutex_unlock(&large_lock);
     if (base == NULL) {
         errno = ENOMEM;
         return NULL;
     }
-    if (!ok)
-        report_fatal("cannot grow the large-block registry", q);
     stats_bytes_out((long)new_size - (long)old_size);
     /* The caller grew the block to write it, and will likely grow it into
      * the headroom too: fault that in with one call, not a trap a page. */
