@@ -16,10 +16,12 @@
 #endif
 
 #ifdef STRATA_ASAN
+#define STRATA_ASAN_ACTIVE 1
 #include <sanitizer/asan_interface.h>
 #define asan_poison(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
 #define asan_unpoison(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
 #else
+#define STRATA_ASAN_ACTIVE 0
 #define asan_poison(p, n) ((void)(p), (void)(n))
 #define asan_unpoison(p, n) ((void)(p), (void)(n))
 #endif
@@ -31,13 +33,16 @@
 #endif
 #endif
 
-#ifdef STRATA_VALGRIND
-#define valgrind_noaccess(p, n) ((void)VALGRIND_MAKE_MEM_NOACCESS((p), (n)))
-#define valgrind_undefined(p, n) ((void)VALGRIND_MAKE_MEM_UNDEFINED((p), (n)))
-#else
-#define valgrind_noaccess(p, n) ((void)(p), (void)(n))
-#define valgrind_undefined(p, n) ((void)(p), (void)(n))
-#endif
+/* Valgrind's client requests cost a stack frame and a stall each, more than
+ * a pool chunk's whole life: they are made out of line (options.c), and only
+ * when strata_init found the program under Valgrind. */
+extern _Bool instrument_valgrind;
+void instrument_valgrind_mark(void *p, size_t n, _Bool usable);
+
+#define valgrind_noaccess(p, n) \
+    ((void)(__builtin_expect(instrument_valgrind, 0) && (instrument_valgrind_mark((p), (n), 0), 1)))
+#define valgrind_undefined(p, n) \
+    ((void)(__builtin_expect(instrument_valgrind, 0) && (instrument_valgrind_mark((p), (n), 1), 1)))
 
 /* Memory handed out: usable. Memory released: any access is an error. */
 static inline void memory_usable(void *p, size_t n)

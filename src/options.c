@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "instrument.h"
 #include "internal.h"
 
 struct options strata_options;
@@ -64,8 +65,32 @@ static void report_malformed(const struct option_row *row, const char *value)
     report_warning(message, NULL);
 }
 
+_Bool instrument_valgrind;
+
+void instrument_valgrind_mark(void *p, size_t n, _Bool usable)
+{
+#ifdef STRATA_VALGRIND
+    if (usable)
+        VALGRIND_MAKE_MEM_UNDEFINED(p, n);
+    else
+        VALGRIND_MAKE_MEM_NOACCESS(p, n);
+#else
+    (void)p, (void)n, (void)usable;
+#endif
+}
+
+static _Bool valgrind_running(void)
+{
+#ifdef STRATA_VALGRIND
+    return RUNNING_ON_VALGRIND != 0;
+#else
+    return 0;
+#endif
+}
+
 void options_init(void)
 {
+    instrument_valgrind = valgrind_running();
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         const struct option_row *row = &rows[i];
         *row->target = row->fallback;
