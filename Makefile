@@ -6,12 +6,12 @@ PREFIX ?= /usr/local
 BUILD ?= build
 WARN := -Wall -Wextra -Werror
 CFLAGS ?= -O2 -g
-BASE_CFLAGS := -std=gnu11 $(WARN) -Iinclude -Isrc -fPIC -fvisibility=hidden \
+BASE_CFLAGS := -std=gnu11 $(WARN) -Iinclude -Isrc -fPIC -fvisibility=hidden -fno-semantic-interposition \
   -fno-builtin-malloc -fno-builtin-free -fno-builtin-calloc -fno-builtin-realloc \
   -D_GNU_SOURCE
 LIBS := -lpthread
 
-CORE := os report options sizeclass segment purge heap free large stats arena api
+CORE := os report options sizeclass segment purge heap free large stats arena context api
 CORE_OBJ := $(CORE:%=$(BUILD)/obj/%.o)
 ALL_OBJ := $(CORE_OBJ) $(BUILD)/obj/override.o
 HEADERS := include/strata.h src/internal.h src/platform.h src/instrument.h
@@ -53,6 +53,14 @@ APR_LIBS := $(if $(APR_FOUND),-lapr-1)
 $(BUILD)/bench/arena: bench/arena.c bench/common.h $(CORE_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 $(WARN) -O2 -Iinclude -D_GNU_SOURCE $(APR_FLAGS) $< $(CORE_OBJ) -o $@ $(LIBS) $(APR_LIBS) -lm
+
+# The context bench likewise, with libtalloc where libtalloc-dev is installed.
+TALLOC_FOUND := $(shell test -f /usr/include/talloc.h && echo 1)
+TALLOC_FLAGS := $(if $(TALLOC_FOUND),-DHAVE_TALLOC=1,-DHAVE_TALLOC=0)
+TALLOC_LIBS := $(if $(TALLOC_FOUND),-ltalloc)
+$(BUILD)/bench/context: bench/context.c bench/common.h $(CORE_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 $(WARN) -O2 -Iinclude -D_GNU_SOURCE $(TALLOC_FLAGS) $< $(CORE_OBJ) -o $@ $(LIBS) $(TALLOC_LIBS) -lm
 
 test: all $(TEST_BIN) $(BENCH_BIN)
 	BUILD=$(BUILD) CC=$(CC) sh tests/run.sh

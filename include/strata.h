@@ -214,6 +214,185 @@ static inline void *strata_arena_alloc_inline(strata_arena *a, size_t n)
 #define strata_arena_alloc(a, n) strata_arena_alloc_inline((a), (n))
 #endif
 
+/* ---- Contexts ------------------------------------------------------------
+ * talloc-style trees: every allocation can be the parent of others, and
+ * freeing one frees its whole subtree. A pointer from these functions is
+ * aligned to 16 bytes; its header (80 bytes) sits just before it and is
+ * checked on every call: a pointer that is not a live context (never one, or
+ * freed already) is reported on stderr with its address and the program
+ * aborts, in every mode.
+ *
+ * Threads: one tree is used by one thread at a time (there are no locks in
+ * it). A subtree can be handed to another thread by stealing it under a
+ * context that thread owns (strata_ctx_steal), or as a new root, after which
+ * only that thread touches it. The memory comes from strata_malloc, so it
+ * may be freed on any thread.
+ *
+ * Order of freeing: strata_ctx_free(p) first calls p's destructor; if that
+ * refuses nothing is freed. Then p's children are freed, newest first, each
+ * the same way (destructor, then its children, then itself), and p last. */
+
+/* A destructor runs before its context's children are freed; returning -1
+ * refuses the free (the context stays, with its subtree), 0 allows it. */
+typedef int (*strata_ctx_destructor)(void *ptr);
+
+/* n bytes under `parent` (NULL: a new root). Under a pool (or under a
+ * context carved from one) the bytes come from the pool when they fit.
+ * n = 0 gives a context with no payload, for use as a parent (talloc_new).
+ * NULL with ENOMEM when memory or a limit (strata_ctx_set_limit) refuses. */
+void *strata_ctx_alloc(const void *parent, size_t n);
+/* strata_ctx_alloc, zeroed. */
+void *strata_ctx_zalloc(const void *parent, size_t n);
+/* count * size bytes; NULL with ENOMEM when the product overflows. */
+void *strata_ctx_alloc_array(const void *parent, size_t count, size_t size);
+
+/* Resizes p to n bytes keeping its contents, its place in the tree, its
+ * children, name and destructor; returns the new address (p itself when it
+ * grew in place: always when shrinking, and in a pool when p is the pool's
+ * newest chunk and the pool has room). p NULL is strata_ctx_alloc(parent, n);
+ * otherwise `parent` is not used (as in talloc; steal to move p). n = 0
+ * keeps p with no payload. On failure NULL with ENOMEM, p unchanged. */
+void *strata_ctx_realloc(const void *parent, void *p, size_t n);
+
+/* Frees p and its subtree (see "Order of freeing"). Returns 0, or -1 when
+ * p's destructor refused (nothing freed) or p is already being freed (a
+ * destructor freeing an ancestor). A descendant whose destructor refuses is
+ * kept with its subtree and moved under p's parent (a root if p was one).
+ * NULL returns -1. */
+int strata_ctx_free(void *p);
+/* Frees p's children (as strata_ctx_free does) and keeps p. */
+void strata_ctx_free_children(void *p);
+
+/* Moves p with its subtree under new_parent (NULL: p becomes a root) and
+ * returns p; NULL returns NULL. Moving a context under itself or under one
+ * of its own descendants is reported with the address and aborts. The
+ * subtree's bytes count towards new_parent's limits from then on, even past
+ * them (a steal never fails for a limit). */
+void *strata_ctx_steal(const void *new_parent, const void *p);
+/* p's parent, NULL for a root. Costs a walk over p's newer siblings. */
+void *strata_ctx_parent(const void *p);
+
+/* fn NULL removes the destructor. */
+void strata_ctx_set_destructor(const void *p, strata_ctx_destructor fn);
+
+/* Names p (for strata_ctx_report); the string is not copied, so it must
+ * outlive p: a literal, or a string in p's own subtree, such as
+ * strata_ctx_set_name(p, strata_ctx_asprintf(p, "conn %d", fd)).
+ * strata_ctx_name returns the name, or NULL when there is none. */
+void strata_ctx_set_name(const void *p, const char *name);
+const char *strata_ctx_name(const void *p);
+
+/* Copies under parent. strndup copies at most n bytes and terminates. */
+char *strata_ctx_strdup(const void *parent, const char *s);
+char *strata_ctx_strndup(const void *parent, const char *s, size_t n);
+void *strata_ctx_memdup(const void *parent, const void *src, size_t n);
+/* printf under parent; NULL on failure (ENOMEM, or errno from vsnprintf). */
+char *strata_ctx_asprintf(const void *parent, const char *format, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* p's own payload size (as last asked for; 0 for a pool). */
+size_t strata_ctx_size(const void *p);
+/* Bytes asked for in p's whole subtree, p included (talloc_total_size). */
+size_t strata_ctx_total_size(const void *p);
+/* Contexts in p's whole subtree, p included (talloc_total_blocks). */
+size_t strata_ctx_total_blocks(const void *p);
+
+/* Prints p's subtree, one line per context, indented by depth, with its
+ * name, own size, and its subtree's bytes and contexts. */
+void strata_ctx_report(const void *p, FILE *out);
+
+/* Caps p's subtree: an allocation or growth under p that would take
+ * strata_ctx_total_size(p) above `bytes` fails with ENOMEM. Limits nest (an
+ * allocation must fit every limit above it). bytes = 0 removes p's limit.
+ * Returns 0, or -1 with ENOMEM. */
+int strata_ctx_set_limit(const void *p, size_t bytes);
+
+/* A context whose descendants are carved from one block of `size` bytes:
+ * one malloc for many small allocations. Freeing the pool's newest chunk
+ * moves its cursor back, and when every chunk is freed it starts again from
+ * the beginning, so a loop of allocate/free in a pool never goes back to the
+ * system (seed 004's rule). What does not fit comes from strata_malloc and
+ * is freed with the tree. The block lives until the pool and every chunk
+ * carved from it are freed (chunks stolen out of the tree keep it alive).
+ * NULL with ENOMEM. */
+void *strata_ctx_pool(const void *parent, size_t size);
+
+/* The first members of a context header and of a pool, exposed so that
+ * allocation from a pool (a pointer bump) can be inline in the caller; never
+ * write them. Anything but the plain case (no pool, a limit, no room, an
+ * invalid parent) goes to the library, which also reports misuse. */
+struct strata_ctx_pool_head {
+    char *cursor;     /* next free byte of the pool */
+    char *inline_end; /* end of the pool, or NULL when every allocation must
+                       * go through the library (sanitizers, Valgrind) */
+};
+
+struct strata_ctx_head {
+    struct strata_ctx_head *next, *prev, *parent, *child;
+    size_t size;
+    strata_ctx_destructor destructor;
+    const char *name;
+    struct strata_ctx_pool_head *pool;
+    void *limit;
+    unsigned int flags;
+    unsigned int magic;
+};
+
+#define STRATA_CTX_MAGIC 0x5c7a7a11u
+#define STRATA_CTX_IN_POOL 2u
+/* Larger payloads always go through the library. */
+#define STRATA_CTX_INLINE_MAX ((size_t)1 << 20)
+
+/* strata_ctx_alloc's out-of-line part; call strata_ctx_alloc instead. */
+void *strata_ctx_alloc_slow(const void *parent, size_t n);
+/* The count of chunks carved from a pool lives after its head. */
+struct strata_ctx_pool_counts {
+    struct strata_ctx_pool_head head;
+    size_t chunks;
+};
+
+static inline void *strata_ctx_alloc_inline(const void *parent, size_t n)
+{
+    if (__builtin_expect(parent != NULL && n <= STRATA_CTX_INLINE_MAX, 1)) {
+        struct strata_ctx_head *p = (struct strata_ctx_head *)(void *)((char *)(size_t)parent -
+                                                                       sizeof(struct strata_ctx_head));
+        struct strata_ctx_pool_head *pool = p->pool;
+        if (__builtin_expect(p->magic == STRATA_CTX_MAGIC && pool != NULL && p->limit == NULL, 1)) {
+            size_t extent = (sizeof(struct strata_ctx_head) + n + 15) & ~(size_t)15;
+            char *at = pool->cursor;
+            if (__builtin_expect(at + extent <= pool->inline_end, 1)) {
+                struct strata_ctx_head *c = (struct strata_ctx_head *)(void *)at;
+                struct strata_ctx_head *head = p->child;
+                pool->cursor = at + extent;
+                ((struct strata_ctx_pool_counts *)(void *)pool)->chunks++;
+                c->child = NULL;
+                c->size = n;
+                c->destructor = NULL;
+                c->name = NULL;
+                c->pool = pool;
+                c->limit = NULL;
+                c->flags = STRATA_CTX_IN_POOL;
+                c->magic = STRATA_CTX_MAGIC;
+                c->prev = NULL;
+                c->parent = p;
+                c->next = head;
+                if (head != NULL) {
+                    head->prev = c;
+                    head->parent = NULL;
+                }
+                p->child = c;
+                return c + 1;
+            }
+        }
+    }
+    return strata_ctx_alloc_slow(parent, n);
+}
+
+/* The same rule as the arena's inline bump: not under AddressSanitizer. */
+#if STRATA_ARENA_INLINE && !defined(STRATA_BUILDING_LIBRARY)
+#define strata_ctx_alloc(parent, n) strata_ctx_alloc_inline((parent), (n))
+#endif
+
 #ifdef __cplusplus
 }
 #endif

@@ -310,6 +310,12 @@ void large_cache_expire_now(void);
 void large_lock_all(void);
 void large_unlock_all(void);
 
+/* context.c (white-box checks for the tests) */
+/* The first broken invariant in p's subtree, or NULL when it is sound. */
+const char *ctx_check(const void *p);
+size_t ctx_pool_chunks(const void *pool); /* live chunks carved from it */
+size_t ctx_pool_used(const void *pool);   /* bytes below its cursor */
+
 /* ---- inline fast paths -------------------------------------------------- */
 static inline void *block_pop(struct page *page)
 {

@@ -1,0 +1,704 @@
+/* test_context.c: contexts (talloc-style trees). Tree shape (parents, sizes,
+ * block counts) and the white-box invariant checker after every operation,
+ * destructor order and refusal, steal, seed 004's pool reclaim cases,
+ * realloc in a pool, limits, misuse in child processes, a subtree handed to
+ * another thread, and a random operation sequence checked against a model. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+
+#include "check.h"
+#include "internal.h"
+#include "strata.h"
+
+#define TREE_OK(p) tree_ok((p), __LINE__)
+
+static int tree_ok(const void *p, int line)
+{
+    const char *problem = ctx_check(p);
+    if (problem != NULL)
+        fprintf(stderr, "line %d: tree check: %s\n", line, problem);
+    return problem == NULL;
+}
+
+static size_t allocated_now(void)
+{
+    struct strata_stats s;
+    strata_stats_get(&s);
+    return s.allocated;
+}
+
+static int in_block(const void *p, const void *block, size_t size)
+{
+    return (const char *)p >= (const char *)block && (const char *)p < (const char *)block + size;
+}
+
+/* ---- shape ------------------------------------------------------------------- */
+
+static void test_shape(void)
+{
+    char *root = strata_ctx_alloc(NULL, 0);
+    CHECK(root != NULL && strata_ctx_parent(root) == NULL);
+    CHECK(strata_ctx_size(root) == 0 && strata_ctx_total_blocks(root) == 1);
+    char *a = strata_ctx_alloc(root, 100);
+    char *b = strata_ctx_zalloc(root, 40);
+    char *a1 = strata_ctx_strdup(a, "hello");
+    char *a2 = strata_ctx_alloc_array(a, 10, sizeof(int));
+    CHECK(a && b && a1 && a2);
+    CHECK(((uintptr_t)a | (uintptr_t)b | (uintptr_t)a1 | (uintptr_t)a2) % 16 == 0);
+    CHECK(b[0] == 0 && b[39] == 0 && strcmp(a1, "hello") == 0);
+    CHECK(strata_ctx_parent(a) == root && strata_ctx_parent(b) == root);
+    CHECK(strata_ctx_parent(a1) == a && strata_ctx_parent(a2) == a);
+    CHECK(strata_ctx_size(a) == 100 && strata_ctx_size(a1) == 6 && strata_ctx_size(a2) == 40);
+    CHECK(strata_ctx_total_size(root) == 100 + 40 + 6 + 40);
+    CHECK(strata_ctx_total_blocks(root) == 5 && strata_ctx_total_blocks(a) == 3);
+    CHECK(TREE_OK(root));
+
+    char *s = strata_ctx_asprintf(b, "%d-%s-%0300d", 42, "x", 7); /* longer than the stack buffer */
+    CHECK(s != NULL && strncmp(s, "42-x-000", 8) == 0 && strlen(s) == 305);
+    char *n = strata_ctx_strndup(b, "abcdef", 3);
+    CHECK(n != NULL && strcmp(n, "abc") == 0 && strata_ctx_size(n) == 4);
+    char *m = strata_ctx_memdup(b, "\0\1\2", 3);
+    CHECK(m != NULL && m[2] == 2 && strata_ctx_parent(m) == b);
+    CHECK(strata_ctx_total_blocks(b) == 4 && TREE_OK(root));
+
+    errno = 0;
+    CHECK(strata_ctx_alloc_array(root, SIZE_MAX / 2, 3) == NULL && errno == ENOMEM);
+    errno = 0;
+    CHECK(strata_ctx_alloc(root, SIZE_MAX - 8) == NULL && errno == ENOMEM);
+    CHECK(strata_ctx_total_blocks(root) == 8 && TREE_OK(root));
+
+    strata_ctx_set_name(a, "a");
+    CHECK(strcmp(strata_ctx_name(a), "a") == 0 && strata_ctx_name(b) == NULL);
+
+    /* Freeing a middle node takes its subtree and leaves its siblings. */
+    CHECK(strata_ctx_free(a) == 0);
+    CHECK(strata_ctx_total_blocks(root) == 5 && strata_ctx_total_size(root) == 40 + 306 + 4 + 3);
+    CHECK(strata_ctx_parent(b) == root && TREE_OK(root));
+    strata_ctx_free_children(b);
+    CHECK(strata_ctx_total_blocks(root) == 2 && strata_ctx_total_blocks(b) == 1 && TREE_OK(root));
+    CHECK(strata_ctx_free(root) == 0);
+    CHECK(strata_ctx_free(NULL) == -1 && strata_ctx_steal(root, NULL) == NULL);
+}
+
+/* Siblings in every position are unlinked correctly (head, middle, tail). */
+static void test_sibling_positions(void)
+{
+    char *root = strata_ctx_alloc(NULL, 0);
+    char *kids[6];
+    for (int i = 0; i < 6; i++)
+        kids[i] = strata_ctx_alloc(root, (size_t)i + 1);
+    for (int i = 0; i < 6; i++)
+        CHECK(strata_ctx_parent(kids[i]) == root);
+    strata_ctx_free(kids[5]); /* newest: the head */
+    strata_ctx_free(kids[2]); /* middle */
+    strata_ctx_free(kids[0]); /* oldest: the tail */
+    CHECK(strata_ctx_total_blocks(root) == 4 && strata_ctx_total_size(root) == 2 + 4 + 5);
+    CHECK(strata_ctx_parent(kids[1]) == root && strata_ctx_parent(kids[4]) == root && TREE_OK(root));
+    strata_ctx_free(root);
+}
+
+/* ---- destructors ---------------------------------------------------------------- */
+
+static char order[64];
+static size_t order_length;
+static int refuse_b;
+static void *grow_under;
+
+static int log_destructor(void *p)
+{
+    order[order_length++] = *(char *)p;
+    order[order_length] = '\0';
+    if (*(char *)p == 'b' && refuse_b)
+        return -1;
+    if (*(char *)p == 'g' && grow_under != NULL) {
+        /* allocating while the tree is freed: freed with it */
+        char *late = strata_ctx_alloc(grow_under, 1);
+        *late = 'L';
+        strata_ctx_set_destructor(late, log_destructor);
+    }
+    return 0;
+}
+
+static char *named(const void *parent, char tag)
+{
+    char *p = strata_ctx_alloc(parent, 1);
+    *p = tag;
+    strata_ctx_set_destructor(p, log_destructor);
+    return p;
+}
+
+static void test_destructors(void)
+{
+    /* r has children a (older) and b; a has a1 (older) and a2. A context's
+     * destructor runs before its children are freed; newest child first. */
+    char *r = named(NULL, 'r');
+    char *a = named(r, 'a');
+    named(a, '1');
+    named(a, '2');
+    char *b = named(r, 'b');
+    order_length = 0;
+    CHECK(strata_ctx_free(r) == 0);
+    CHECK(strcmp(order, "rba21") == 0);
+
+    /* The destructor of the context itself refuses: nothing is freed. */
+    r = named(NULL, 'r');
+    a = named(r, 'a');
+    b = named(r, 'b');
+    refuse_b = 1;
+    order_length = 0;
+    CHECK(strata_ctx_free(b) == -1 && strcmp(order, "b") == 0);
+    CHECK(strata_ctx_total_blocks(r) == 3 && strata_ctx_parent(b) == r && TREE_OK(r));
+
+    /* A descendant refuses: it stays, with its subtree, under the freed
+     * context's parent; the rest goes. */
+    char *top = strata_ctx_alloc(NULL, 0);
+    strata_ctx_steal(top, r);
+    char *b_child = strata_ctx_strdup(b, "kept");
+    order_length = 0;
+    CHECK(strata_ctx_free(r) == 0);
+    CHECK(strcmp(order, "rba") == 0);
+    CHECK(strata_ctx_parent(b) == top && strata_ctx_parent(b_child) == b);
+    CHECK(strata_ctx_total_blocks(top) == 3 && strcmp(b_child, "kept") == 0 && TREE_OK(top));
+    refuse_b = 0;
+    strata_ctx_set_destructor(b, NULL);
+    order_length = 0;
+    CHECK(strata_ctx_free(top) == 0 && order_length == 0);
+
+    /* A refusing descendant of a root becomes a root. */
+    r = named(NULL, 'r');
+    b = named(r, 'b');
+    refuse_b = 1;
+    CHECK(strata_ctx_free(r) == 0 && strata_ctx_parent(b) == NULL && TREE_OK(b));
+    refuse_b = 0;
+    CHECK(strata_ctx_free(b) == 0);
+
+    /* A destructor that allocates under the context being freed. */
+    r = named(NULL, 'r');
+    char *g = named(r, 'g');
+    grow_under = r;
+    order_length = 0;
+    CHECK(strata_ctx_free(r) == 0 && strcmp(order, "rgL") == 0);
+    grow_under = NULL;
+    (void)g;
+
+    /* free_children keeps the context and its destructor. */
+    r = named(NULL, 'r');
+    named(r, 'x');
+    named(r, 'y');
+    order_length = 0;
+    strata_ctx_free_children(r);
+    CHECK(strcmp(order, "yx") == 0 && strata_ctx_total_blocks(r) == 1 && TREE_OK(r));
+    CHECK(strata_ctx_free(r) == 0 && strcmp(order, "yxr") == 0);
+}
+
+/* A destructor freeing its own context, or the context being freed: -1. */
+static int self_free_result;
+static int free_self(void *p)
+{
+    self_free_result = strata_ctx_free(p);
+    return 0;
+}
+
+static void test_reentrant_free(void)
+{
+    char *r = strata_ctx_alloc(NULL, 8);
+    strata_ctx_set_destructor(r, free_self);
+    self_free_result = 0;
+    CHECK(strata_ctx_free(r) == 0 && self_free_result == -1);
+}
+
+/* ---- steal ------------------------------------------------------------------------- */
+
+static void test_steal(void)
+{
+    char *r1 = strata_ctx_alloc(NULL, 0), *r2 = strata_ctx_alloc(NULL, 0);
+    char *a = strata_ctx_alloc(r1, 10);
+    char *a1 = strata_ctx_alloc(a, 20);
+    char *b = strata_ctx_alloc(r1, 30);
+    CHECK(strata_ctx_steal(r2, a) == a);
+    CHECK(strata_ctx_parent(a) == r2 && strata_ctx_parent(a1) == a && strata_ctx_parent(b) == r1);
+    CHECK(strata_ctx_total_size(r1) == 30 && strata_ctx_total_size(r2) == 30);
+    CHECK(TREE_OK(r1) && TREE_OK(r2));
+    CHECK(strata_ctx_steal(NULL, a) == a && strata_ctx_parent(a) == NULL);
+    CHECK(strata_ctx_total_blocks(r2) == 1 && TREE_OK(a));
+    CHECK(strata_ctx_steal(b, a) == a && strata_ctx_parent(a) == b && TREE_OK(r1));
+    strata_ctx_free(r1); /* takes a and a1 with b */
+    CHECK(strata_ctx_total_blocks(r2) == 1);
+    strata_ctx_free(r2);
+}
+
+/* ---- realloc ------------------------------------------------------------------------ */
+
+static void test_realloc(void)
+{
+    char *root = strata_ctx_alloc(NULL, 0);
+    char *p = strata_ctx_realloc(root, NULL, 10);
+    CHECK(p != NULL && strata_ctx_parent(p) == root);
+    memcpy(p, "0123456789", 10);
+    char *kid1 = strata_ctx_alloc(p, 5), *kid2 = strata_ctx_alloc(p, 6);
+    strata_ctx_set_name(p, "grown");
+    strata_ctx_set_destructor(p, log_destructor);
+    char *q = strata_ctx_realloc(root, p, 100000);
+    CHECK(q != NULL && memcmp(q, "0123456789", 10) == 0 && strata_ctx_size(q) == 100000);
+    CHECK(strata_ctx_parent(kid1) == q && strata_ctx_parent(kid2) == q && strata_ctx_parent(q) == root);
+    CHECK(strcmp(strata_ctx_name(q), "grown") == 0 && TREE_OK(root));
+    q = strata_ctx_realloc(NULL, q, 1000000); /* large: mremap */
+    CHECK(q != NULL && memcmp(q, "0123456789", 10) == 0 && strata_ctx_parent(kid2) == q && TREE_OK(root));
+    char *same = strata_ctx_realloc(NULL, q, 5); /* shrinking stays in place */
+    CHECK(same == q && strata_ctx_size(q) == 5 && strata_ctx_total_size(root) == 5 + 5 + 6);
+    CHECK(strata_ctx_realloc(NULL, q, 0) == q && strata_ctx_size(q) == 0 && TREE_OK(root));
+    errno = 0;
+    CHECK(strata_ctx_realloc(NULL, q, SIZE_MAX - 100) == NULL && errno == ENOMEM && strata_ctx_size(q) == 0);
+    strata_ctx_set_destructor(q, NULL);
+    strata_ctx_free(root);
+}
+
+/* ---- pools ------------------------------------------------------------------------- */
+
+static void test_pool_reclaim(void)
+{
+    /* Seed 004: allocate 2048 / free in a 4096 pool, over and over: one
+     * allocation from the system (the pool), none per iteration. */
+    size_t before = allocated_now();
+    char *pool = strata_ctx_pool(NULL, 4096);
+    CHECK(pool != NULL && strata_ctx_size(pool) == 0);
+    size_t with_pool = allocated_now();
+    CHECK(with_pool > before);
+    char *first = NULL;
+    int same_place = 1, inside = 1;
+    for (int i = 0; i < 1000; i++) {
+        char *mem = strata_ctx_alloc(pool, 2048);
+        memset(mem, i, 2048);
+        if (first == NULL)
+            first = mem;
+        same_place &= mem == first;
+        inside &= in_block(mem, pool, 4096);
+        strata_ctx_free(mem);
+        inside &= ctx_pool_used(pool) == 0 && ctx_pool_chunks(pool) == 0;
+    }
+    CHECK(same_place && inside);
+    CHECK(allocated_now() == with_pool);
+
+    /* Freeing the newest chunk moves the cursor back; an older one does not;
+     * with every chunk freed the pool starts again from the beginning. */
+    char *a = strata_ctx_alloc(pool, 100), *b = strata_ctx_alloc(pool, 200), *c = strata_ctx_alloc(pool, 300);
+    size_t used_abc = ctx_pool_used(pool), used_ab;
+    CHECK(ctx_pool_chunks(pool) == 3 && in_block(c, pool, 4096) && TREE_OK(pool));
+    strata_ctx_free(c);
+    used_ab = ctx_pool_used(pool);
+    CHECK(used_ab < used_abc && ctx_pool_chunks(pool) == 2);
+    strata_ctx_free(a);
+    CHECK(ctx_pool_used(pool) == used_ab && ctx_pool_chunks(pool) == 1);
+    strata_ctx_free(b);
+    CHECK(ctx_pool_used(pool) == 0 && ctx_pool_chunks(pool) == 0 && TREE_OK(pool));
+
+    /* Descendants of pool chunks come from the pool too. */
+    a = strata_ctx_alloc(pool, 64);
+    b = strata_ctx_strdup(a, "in the pool");
+    CHECK(in_block(b, pool, 4096) && ctx_pool_chunks(pool) == 2);
+    /* What does not fit comes from the general allocator, freed with the tree. */
+    char *big = strata_ctx_alloc(a, 8192);
+    CHECK(big != NULL && !in_block(big, pool, 4096) && ctx_pool_chunks(pool) == 2);
+    memset(big, 1, 8192);
+    char *under_big = strata_ctx_alloc(big, 16);
+    CHECK(!in_block(under_big, pool, 4096) && TREE_OK(pool));
+    strata_ctx_free(a);
+    CHECK(ctx_pool_chunks(pool) == 0 && ctx_pool_used(pool) == 0);
+    CHECK(allocated_now() == with_pool);
+    strata_ctx_free(pool);
+    CHECK(allocated_now() == before);
+}
+
+static void test_pool_realloc(void)
+{
+    char *pool = strata_ctx_pool(NULL, 4096);
+    char *a = strata_ctx_alloc(pool, 100);
+    char *b = strata_ctx_alloc(pool, 100);
+    memset(b, 'b', 100);
+    size_t used = ctx_pool_used(pool);
+    /* The newest chunk grows in place while the pool has room. */
+    char *b2 = strata_ctx_realloc(NULL, b, 1000);
+    CHECK(b2 == b && ctx_pool_used(pool) == used + 896 && b2[99] == 'b' && TREE_OK(pool));
+    /* An older chunk moves, within the pool when it fits. */
+    memset(a, 'a', 100);
+    char *kid = strata_ctx_alloc(a, 8);
+    char *a2 = strata_ctx_realloc(NULL, a, 500);
+    CHECK(a2 != a && in_block(a2, pool, 4096) && a2[99] == 'a' && strata_ctx_parent(kid) == a2);
+    CHECK(ctx_pool_chunks(pool) == 3 && TREE_OK(pool));
+    /* Beyond the pool: the general allocator. */
+    char *a3 = strata_ctx_realloc(NULL, a2, 10000);
+    CHECK(a3 != NULL && !in_block(a3, pool, 4096) && a3[99] == 'a' && strata_ctx_parent(kid) == a3);
+    CHECK(ctx_pool_chunks(pool) == 2 && TREE_OK(pool));
+    /* Shrinking the newest chunk moves the cursor back. */
+    used = ctx_pool_used(pool);
+    CHECK(strata_ctx_realloc(NULL, kid, 8) == kid);
+    CHECK(strata_ctx_realloc(NULL, b2, 10) == b2 && ctx_pool_used(pool) <= used && TREE_OK(pool));
+    errno = 0;
+    CHECK(strata_ctx_realloc(NULL, pool, 10) == NULL && errno == EINVAL);
+    strata_ctx_free(pool);
+}
+
+/* A chunk stolen out of a freed pool keeps the block alive. */
+static void test_pool_outlived(void)
+{
+    size_t before = allocated_now();
+    char *root = strata_ctx_alloc(NULL, 0);
+    char *pool = strata_ctx_pool(root, 1024);
+    char *kept = strata_ctx_strdup(pool, "outlives its pool");
+    strata_ctx_steal(root, kept);
+    CHECK(strata_ctx_free(pool) == 0);
+    CHECK(strcmp(kept, "outlives its pool") == 0 && strata_ctx_parent(kept) == root && TREE_OK(root));
+    char *under = strata_ctx_strdup(kept, "still carved");
+    CHECK(strcmp(under, "still carved") == 0 && TREE_OK(root));
+    strata_ctx_free(root);
+    CHECK(allocated_now() == before);
+}
+
+/* ---- limits -------------------------------------------------------------------------- */
+
+static void test_limits(void)
+{
+    char *root = strata_ctx_alloc(NULL, 0);
+    char *limited = strata_ctx_alloc(root, 100);
+    CHECK(strata_ctx_set_limit(limited, 1000) == 0 && TREE_OK(root));
+    char *x = strata_ctx_alloc(limited, 600);
+    CHECK(x != NULL);
+    errno = 0;
+    CHECK(strata_ctx_alloc(limited, 301) == NULL && errno == ENOMEM);
+    char *y = strata_ctx_alloc(x, 300); /* under a descendant: the same limit */
+    CHECK(y != NULL && strata_ctx_total_size(limited) == 1000 && TREE_OK(root));
+    CHECK(strata_ctx_alloc(x, 1) == NULL && strata_ctx_realloc(NULL, y, 301) == NULL);
+    CHECK(strata_ctx_size(y) == 300 && TREE_OK(root));
+    strata_ctx_free(y);
+    x = strata_ctx_realloc(NULL, x, 900);
+    CHECK(x != NULL && TREE_OK(root));
+    x = strata_ctx_realloc(NULL, x, 100);
+
+    /* Nested: the inner limit and the outer one both apply. */
+    char *inner = strata_ctx_alloc(limited, 0);
+    CHECK(strata_ctx_set_limit(inner, 5000) == 0 && TREE_OK(root));
+    CHECK(strata_ctx_alloc(inner, 900) == NULL); /* outer: 200 + 900 > 1000 */
+    CHECK(strata_ctx_alloc(inner, 700) != NULL && TREE_OK(root));
+    /* A subtree stolen in counts towards the limit, even past it. */
+    char *outside = strata_ctx_alloc(root, 500);
+    strata_ctx_steal(inner, outside);
+    CHECK(strata_ctx_total_size(limited) == 1400 && TREE_OK(root));
+    CHECK(strata_ctx_alloc(limited, 1) == NULL);
+    strata_ctx_steal(root, outside);
+    CHECK(strata_ctx_alloc(limited, 1) != NULL && TREE_OK(root));
+    /* Removing a limit, raising one. */
+    CHECK(strata_ctx_set_limit(limited, 0) == 0 && TREE_OK(root));
+    CHECK(strata_ctx_alloc(inner, 4000) != NULL && TREE_OK(root));
+    CHECK(strata_ctx_set_limit(inner, 100000) == 0 && strata_ctx_alloc(inner, 50000) != NULL);
+    CHECK(TREE_OK(root));
+    /* A limit inside a pool. */
+    char *pool = strata_ctx_pool(root, 2048);
+    char *pl = strata_ctx_alloc(pool, 0);
+    strata_ctx_set_limit(pl, 300);
+    CHECK(strata_ctx_alloc(pl, 200) != NULL && strata_ctx_alloc(pl, 200) == NULL && TREE_OK(root));
+    strata_ctx_free(root);
+}
+
+/* ---- report ---------------------------------------------------------------------------- */
+
+static void test_report(void)
+{
+    char *root = strata_ctx_alloc(NULL, 0);
+    strata_ctx_set_name(root, "root");
+    char *child = strata_ctx_alloc(root, 123);
+    strata_ctx_set_name(child, "child");
+    strata_ctx_strdup(child, "x");
+    char *text = NULL;
+    size_t length = 0;
+    FILE *out = open_memstream(&text, &length);
+    strata_ctx_report(root, out);
+    fclose(out);
+    CHECK(text != NULL && strncmp(text, "root ", 5) == 0);
+    CHECK(strstr(text, "\n    child ") != NULL && strstr(text, "\n        (unnamed)") != NULL);
+    CHECK(strstr(text, "125 in      3 contexts") != NULL && strstr(text, "123 bytes own") != NULL);
+    free(text);
+    strata_ctx_free(root);
+}
+
+/* ---- threads: a subtree handed to another thread by stealing it there ------------------- */
+
+static void *adopt_and_free(void *arg)
+{
+    char *mine = strata_ctx_alloc(NULL, 0);
+    strata_ctx_steal(mine, arg);
+    for (int i = 0; i < 100; i++)
+        strata_ctx_strdup(arg, "more");
+    /* mine, the subtree (its root and pool), its 1000 strings, 100 more */
+    int ok = strata_ctx_total_blocks(mine) == 3 + 1000 + 100 &&  TREE_OK(mine);
+    strata_ctx_free(mine);
+    return (void *)(intptr_t)ok;
+}
+
+static void test_handoff(void)
+{
+    char *built = strata_ctx_alloc(NULL, 0);
+    char *pool = strata_ctx_pool(built, 16384);
+    for (int i = 0; i < 1000; i++)
+        strata_ctx_asprintf(i % 2 ? built : pool, "item %d", i);
+    CHECK(strata_ctx_total_blocks(built) == 1002);
+    pthread_t t;
+    void *ok = NULL;
+    pthread_create(&t, NULL, adopt_and_free, built);
+    pthread_join(t, &ok);
+    CHECK(ok == (void *)1);
+}
+
+/* ---- random operations against a model ---------------------------------------------------- */
+
+#define MODEL_SLOTS 300
+
+struct model_node {
+    char *p;
+    int parent; /* slot, or -1 for a root */
+    size_t size;
+    unsigned char fill;
+};
+
+static struct model_node model[MODEL_SLOTS];
+
+static int model_is_under(int slot, int ancestor)
+{
+    for (int s = slot; s != -1; s = model[s].parent)
+        if (s == ancestor)
+            return 1;
+    return 0;
+}
+
+static void model_free(int slot)
+{
+    for (int i = 0; i < MODEL_SLOTS; i++)
+        if (model[i].p != NULL && i != slot && model_is_under(i, slot))
+            model[i].p = NULL;
+    model[slot].p = NULL;
+}
+
+static int model_matches(void)
+{
+    for (int i = 0; i < MODEL_SLOTS; i++) {
+        if (model[i].p == NULL)
+            continue;
+        struct model_node *m = &model[i];
+        void *parent = m->parent == -1 ? NULL : model[m->parent].p;
+        if (strata_ctx_parent(m->p) != parent || strata_ctx_size(m->p) != m->size)
+            return 0;
+        for (size_t k = 0; k < m->size; k++)
+            if ((unsigned char)m->p[k] != m->fill)
+                return 0;
+        size_t blocks = 0, bytes = 0;
+        for (int j = 0; j < MODEL_SLOTS; j++)
+            if (model[j].p != NULL && model_is_under(j, i)) {
+                blocks++;
+                bytes += model[j].size;
+            }
+        if (strata_ctx_total_blocks(m->p) != blocks || strata_ctx_total_size(m->p) != bytes)
+            return 0;
+        if (m->parent == -1 && ctx_check(m->p) != NULL)
+            return 0;
+    }
+    return 1;
+}
+
+static int random_slot(unsigned long long *rng, int alive)
+{
+    for (int tries = 0; tries < 4 * MODEL_SLOTS; tries++) {
+        int s = (int)(check_random(rng) % MODEL_SLOTS);
+        if ((model[s].p != NULL) == alive)
+            return s;
+    }
+    return -1;
+}
+
+static void test_model(void)
+{
+    unsigned long long rng = 6004;
+    int mismatches = 0;
+    for (int step = 0; step < 6000; step++) {
+        unsigned op = (unsigned)(check_random(&rng) % 10);
+        int s = random_slot(&rng, op < 4 ? 0 : 1);
+        if (s < 0)
+            continue;
+        if (op < 4) { /* allocate (sometimes a pool) under a live node or as a root */
+            int parent = check_random(&rng) % 5 ? random_slot(&rng, 1) : -1;
+            void *pp = parent < 0 ? NULL : model[parent].p;
+            size_t size = (size_t)(check_random(&rng) % 300);
+            char *p = op == 0 && check_random(&rng) % 4 == 0 ? strata_ctx_pool(pp, 2048 + size)
+                                                               : strata_ctx_alloc(pp, size);
+            if (strata_ctx_size(p) == 0)
+                size = 0;
+            model[s] = (struct model_node){p, parent, size, (unsigned char)step};
+            memset(p, model[s].fill, size);
+        } else if (op < 6) {
+            mismatches += strata_ctx_free(model[s].p) != 0;
+            model_free(s);
+        } else if (op < 8) { /* steal under a node that is not in s's subtree */
+            int to = check_random(&rng) % 4 ? random_slot(&rng, 1) : -1;
+            if (to >= 0 && model_is_under(to, s))
+                continue;
+            strata_ctx_steal(to < 0 ? NULL : model[to].p, model[s].p);
+            model[s].parent = to;
+        } else { /* realloc, keeping the pattern; children follow the node */
+            size_t size = (size_t)(check_random(&rng) % 600);
+            char *p = strata_ctx_realloc(NULL, model[s].p, size);
+            if (p == NULL) { /* only a pool refuses (EINVAL) */
+                mismatches += errno != EINVAL || strata_ctx_size(model[s].p) != 0;
+                continue;
+            }
+            if (size > model[s].size)
+                memset(p + model[s].size, model[s].fill, size - model[s].size);
+            model[s].p = p;
+            model[s].size = size;
+        }
+        if (step % 50 == 0 || step > 5900)
+            mismatches += !model_matches();
+    }
+    CHECK(mismatches == 0);
+    for (int i = 0; i < MODEL_SLOTS; i++)
+        if (model[i].p != NULL && model[i].parent == -1) {
+            strata_ctx_free(model[i].p);
+            model_free(i);
+        }
+    int left = 0;
+    for (int i = 0; i < MODEL_SLOTS; i++)
+        left += model[i].p != NULL;
+    CHECK(left == 0);
+}
+
+/* ---- misuse: each in a child process, which must abort naming the address ------------------ */
+
+static char not_a_context[256];
+static void *ancestor_to_free;
+
+static int free_ancestor(void *p)
+{
+    (void)p;
+    strata_ctx_free(ancestor_to_free);
+    return 0;
+}
+
+static void say(const void *p)
+{
+    printf("%p\n", p);
+    fflush(stdout);
+}
+
+static int run_case(const char *name)
+{
+    if (strcmp(name, "double-free") == 0) {
+        char *root = strata_ctx_alloc(NULL, 0);
+        char *p = strata_ctx_alloc(root, 50);
+        say(p);
+        strata_ctx_free(p);
+        strata_ctx_free(p);
+    } else if (strcmp(name, "double-free-pool-chunk") == 0) {
+        char *pool = strata_ctx_pool(NULL, 1024);
+        char *p = strata_ctx_alloc(pool, 50);
+        strata_ctx_alloc(pool, 50);
+        say(p);
+        strata_ctx_free(p);
+        strata_ctx_free(p);
+    } else if (strcmp(name, "freed-parent") == 0) {
+        char *root = strata_ctx_alloc(NULL, 0);
+        say(root);
+        strata_ctx_free(root);
+        strata_ctx_alloc(root, 10);
+    } else if (strcmp(name, "foreign") == 0) {
+        say(not_a_context + 128);
+        strata_ctx_free(not_a_context + 128);
+    } else if (strcmp(name, "malloc-block") == 0) {
+        char *p = strata_malloc(200);
+        memset(p, 0, 200);
+        say(p);
+        strata_ctx_free(p);
+    } else if (strcmp(name, "steal-under-descendant") == 0) {
+        char *root = strata_ctx_alloc(NULL, 0);
+        char *a = strata_ctx_alloc(root, 1);
+        char *a1 = strata_ctx_alloc(a, 1);
+        char *a11 = strata_ctx_alloc(a1, 1);
+        say(a);
+        strata_ctx_steal(a11, a);
+    } else if (strcmp(name, "steal-under-itself") == 0) {
+        char *a = strata_ctx_alloc(NULL, 1);
+        say(a);
+        strata_ctx_steal(a, a);
+    } else if (strcmp(name, "free-ancestor-in-destructor") == 0) {
+        char *root = strata_ctx_alloc(NULL, 0);
+        char *a = strata_ctx_alloc(root, 1);
+        char *a1 = strata_ctx_alloc(a, 1);
+        strata_ctx_set_destructor(a1, free_ancestor);
+        ancestor_to_free = root;
+        say(root);
+        strata_ctx_free(a);
+    } else if (strcmp(name, "use-after-free-in-pool") == 0) {
+        char *pool = strata_ctx_pool(NULL, 1024);
+        char *keep = strata_ctx_alloc(pool, 50);
+        char *p = strata_ctx_alloc(pool, 50);
+        strata_ctx_free(p);
+        p[10] = 1; /* poisoned until carved again */
+        (void)keep;
+    } else {
+        return 2;
+    }
+    return 0;
+}
+
+static int reports(const struct outcome *o, const char *what)
+{
+    char address[64] = "";
+    sscanf(o->output, "%63s", address);
+    const char *line = strstr(o->output, "strata: error: ");
+    return line != NULL && strstr(line, what) != NULL && strstr(line, address) != NULL;
+}
+
+static void test_misuse(void)
+{
+    struct outcome o = check_spawn("double-free", NULL);
+    CHECK(aborted(&o) && reports(&o, "context used after it was freed"));
+    o = check_spawn("double-free-pool-chunk", NULL);
+    CHECK(aborted(&o) && reports(&o, "context used after it was freed"));
+    o = check_spawn("freed-parent", NULL);
+    CHECK(aborted(&o) && reports(&o, "context used after it was freed"));
+    o = check_spawn("foreign", NULL);
+    CHECK(aborted(&o) && reports(&o, "not a strata context"));
+    o = check_spawn("malloc-block", NULL);
+    CHECK(aborted(&o) && reports(&o, "not a strata context"));
+    o = check_spawn("steal-under-descendant", NULL);
+    CHECK(aborted(&o) && reports(&o, "stolen under itself or one of its descendants"));
+    o = check_spawn("steal-under-itself", NULL);
+    CHECK(aborted(&o) && reports(&o, "stolen under itself or one of its descendants"));
+    o = check_spawn("free-ancestor-in-destructor", NULL);
+    CHECK(aborted(&o) && reports(&o, "while one of its descendants is being freed"));
+    const char *sanitizer = getenv("SANITIZER");
+    if (sanitizer != NULL && strcmp(sanitizer, "asan") == 0) {
+        o = check_spawn("use-after-free-in-pool", NULL);
+        CHECK(!exited_cleanly(&o) && strstr(o.output, "use-after-poison") != NULL);
+    } else {
+        printf("use after free in a pool is checked in the ASan build (make test-asan)\n");
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 2)
+        return run_case(argv[1]);
+    test_shape();
+    test_sibling_positions();
+    test_destructors();
+    test_reentrant_free();
+    test_steal();
+    test_realloc();
+    test_pool_reclaim();
+    test_pool_realloc();
+    test_pool_outlived();
+    test_limits();
+    test_report();
+    test_handoff();
+    test_model();
+    test_misuse();
+    return check_finish();
+}
