@@ -2,7 +2,7 @@
 # bench/deps.sh: installs (as root) the allocators strata is measured
 # against and what the harness needs, from Debian's packages; otherwise
 # names them. Used by `make bench-deps`.
-packages="gcc make python3 zsh gnuplot-nox libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4 libapr1-dev"
+packages="gcc make python3 zsh gnuplot-nox libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4 libapr1-dev libtalloc-dev"
 missing=""
 for p in $packages; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

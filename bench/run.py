@@ -20,17 +20,20 @@ SIZES = {
                   grow=[22500, 135000], grow_repeats=3,
                   zsh=dict(string=[5000, 1], array=[3000], function=[2000], search=[2000]),
                   working_mb=16,
-                  arena=dict(rounds=2000, spike_mb=16, strings=[22500], string_repeats=3)),
+                  arena=dict(rounds=2000, spike_mb=16, strings=[22500], string_repeats=3),
+                  context_seconds=0.05),
     "default": dict(replacements=2000000, threads=[1, 2, 4, 8, 16], pairs=[1, 2, 4],
                     cross_blocks=2000000, grow=[225000, 1350000], grow_repeats=21,
                     zsh=dict(string=[60000, 1], array=[60000], function=[40000], search=[20000]),
                     working_mb=500,
-                    arena=dict(rounds=50000, spike_mb=256, strings=[225000, 1350000], string_repeats=11)),
+                    arena=dict(rounds=50000, spike_mb=256, strings=[225000, 1350000], string_repeats=11),
+                    context_seconds=0.5),
     "full": dict(replacements=8000000, threads=[1, 2, 4, 8, 16], pairs=[1, 2, 4, 8],
                  cross_blocks=8000000, grow=[225000, 1350000], grow_repeats=51,
                  zsh=dict(string=[225000, 1], array=[200000], function=[100000], search=[100000]),
                  working_mb=500,
-                 arena=dict(rounds=200000, spike_mb=256, strings=[225000, 1350000], string_repeats=31)),
+                 arena=dict(rounds=200000, spike_mb=256, strings=[225000, 1350000], string_repeats=31),
+                 context_seconds=2.0),
 }
 
 
@@ -239,6 +242,47 @@ class Suite:
                 "APR doubling by hand, realloc). Ratios are the allocator's over strata's.\n\n%s%s\n"
                 % (notes, harness.markdown_table(header, table)))
 
+    def context(self):
+        """Seed 004: strata contexts and pools beside libtalloc and malloc/free
+        (glibc's, as the program links strata's core without the override,
+        and strata_malloc's)."""
+        program = self.program("context")
+        kinds = [f["kind"] for f in harness.run_program([program, "kinds"], None)]
+        notes = ("" if "talloc" in kinds else
+                 "talloc not measured: libtalloc-dev was not installed at build time.\n\n")
+        rows = []
+        for rep in range(self.repeats):
+            for kind in kinds:
+                harness.progress("context: run %d/%d, %s" % (rep + 1, self.repeats, kind))
+                for fields in harness.run_program([program, "-k", kind, "-t", str(self.sizes["context_seconds"])],
+                                                  None):
+                    fields.update(allocator=kind, run=rep + 1, case="speed")
+                    rows.append(fields)
+        harness.write_csv(os.path.join(self.out, "context.csv"), rows)
+        labels = {"strata-ctx": "strata contexts", "strata-pool": "strata pool", "talloc": "talloc",
+                  "talloc-pool": "talloc_pool", "malloc": "malloc/free (glibc)",
+                  "strata-malloc": "malloc/free (strata)"}
+        speed = {k: self.med(rows, k, "speed", "ops_per_sec") for k in kinds}
+        reclaim = {k: self.med(rows, k, "speed", "reclaim_per_sec") for k in kinds}
+        table = []
+        for kind in kinds:
+            row = [labels.get(kind, kind), harness.human(speed[kind]),
+                   "%.2fx" % harness.ratio(speed[kind], speed["strata-ctx"]), harness.human(reclaim[kind])]
+            table.append(row)
+        header = ["context (seed 004)", "speed: ops/s", "ratio to strata contexts",
+                  "reclaim: alloc 2048 + free, per s"]
+        summary = ""
+        if "talloc" in kinds:
+            summary = ("strata contexts / talloc: %.2fx (target 2x); strata pool / talloc_pool: %.2fx "
+                       "(target 3x).\n\n" % (harness.ratio(speed["strata-ctx"], speed["talloc"]),
+                                              harness.ratio(speed["strata-pool"], speed["talloc-pool"])))
+        return ("### context (seed 004): talloc's speed test\n"
+                "A round: p1 = 100 bytes under the context (or pool), p2 = strdup(p1, \"foo bar\"),\n"
+                "p3 = 300 bytes under p1, free p1; 3 ops a round (malloc rows: three mallocs, three frees).\n"
+                "reclaim: seed 004's loop, 2048 bytes allocated and freed in a 4096-byte pool (contexts:\n"
+                "under a plain context; malloc rows: malloc/free).\n\n%s%s%s\n"
+                % (notes, summary, harness.markdown_table(header, table)))
+
     # ---- plots -----------------------------------------------------------
     def gnuplot(self, script, name):
         if shutil.which("gnuplot") is None:
@@ -280,7 +324,7 @@ class Suite:
                   "set key right top\nset arrow from 0, graph 0 to 0, graph 1 nohead dt 2\n")
 
 
-TABLES = ["threads", "crossthread", "grow", "zsh", "memtime", "arena"]
+TABLES = ["threads", "crossthread", "grow", "zsh", "memtime", "arena", "context"]
 
 
 def main():
