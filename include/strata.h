@@ -388,9 +388,21 @@ static inline void *strata_ctx_alloc_inline(const void *parent, size_t n)
     return strata_ctx_alloc_slow(parent, n);
 }
 
+/* Inline too, so that copying a string literal costs one bump and a few
+ * stores: its length is known at compile time. */
+static inline char *strata_ctx_strdup_inline(const void *parent, const char *s)
+{
+    size_t n = __builtin_strlen(s) + 1;
+    char *p = (char *)strata_ctx_alloc_inline(parent, n);
+    if (__builtin_expect(p != NULL, 1))
+        __builtin_memcpy(p, s, n);
+    return p;
+}
+
 /* The same rule as the arena's inline bump: not under AddressSanitizer. */
 #if STRATA_ARENA_INLINE && !defined(STRATA_BUILDING_LIBRARY)
 #define strata_ctx_alloc(parent, n) strata_ctx_alloc_inline((parent), (n))
+#define strata_ctx_strdup(parent, s) strata_ctx_strdup_inline((parent), (s))
 #endif
 
 #ifdef __cplusplus

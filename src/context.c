@@ -27,7 +27,11 @@ enum {
     CTX_IN_POOL = 2u,   /* carved from `pool` */
     CTX_FREEING = 4u,   /* its destructor has run or is running; being freed */
     CTX_OWN_LIMIT = 8u, /* `limit` was set on this context */
+    CTX_LIMITED = 16u,  /* `limit` is not NULL */
+    CTX_DESTRUCTOR = 32u, /* `destructor` is not NULL */
 };
+/* So that the free path decides from one word: a chunk is released without
+ * further checks when its flags are exactly CTX_IN_POOL, or 0. */
 
 struct ctx_limit {
     size_t max;
@@ -257,9 +261,10 @@ static void retarget_limit(struct ctx *c, unsigned depth, void *arg)
 {
     struct retarget *r = arg;
     (void)depth;
-    if (c->limit == r->from)
+    if (c->limit == r->from) {
         c->limit = r->to;
-    else if ((c->flags & CTX_OWN_LIMIT) && c->limit->up == r->from)
+        c->flags = r->to != NULL ? c->flags | CTX_LIMITED : c->flags & ~(uint32_t)CTX_LIMITED;
+    } else if ((c->flags & CTX_OWN_LIMIT) && c->limit->up == r->from)
         c->limit->up = r->to;
 }
 
@@ -325,7 +330,8 @@ static inline void pool_emptied(struct ctx_pool *pool)
  * seen); its payload is poisoned until the space is carved again. */
 static inline void pool_give_back(struct ctx_pool *pool, struct ctx *c, size_t extent)
 {
-    memory_released(payload_of(c), extent - CTX_HEADER);
+    if (STRATA_ASAN_ACTIVE || unlikely(pool->inline_end == NULL)) /* instrumented */
+        memory_released(payload_of(c), extent - CTX_HEADER);
     if ((char *)c + extent == pool->cursor)
         pool->cursor = (char *)c;
     if (unlikely(--pool->chunks == 0))
@@ -343,7 +349,7 @@ static inline void header_init(struct ctx *c, struct ctx *parent, size_t n, stru
     c->name = NULL;
     c->pool = pool;
     c->limit = parent != NULL ? parent->limit : NULL;
-    c->flags = flags;
+    c->flags = c->limit != NULL ? flags | CTX_LIMITED : flags;
     c->magic = CTX_MAGIC;
     link_under(c, parent);
 }
@@ -375,37 +381,21 @@ static __attribute__((noinline)) void *ctx_alloc_slow(struct ctx *parent, size_t
     return payload_of(c);
 }
 
-/* Not from a pool: the thread's bin of the general allocator, unless a limit
- * is above. */
-static inline __attribute__((always_inline)) void *ctx_alloc_general(struct ctx *p, size_t n)
+/* strata.h's inline path failed: a parent without a pool (the common case
+ * here: a block from the thread's bin, with no call out, so this stays a
+ * leaf function), a pool without room or kept from the inline path
+ * (sanitizers, Valgrind), a limit, or an invalid parent (ctx_of reports). */
+STRATA_EXPORT void *strata_ctx_alloc_slow(const void *parent, size_t n)
 {
-    if (likely(n <= CTX_MAX_PAYLOAD) && likely(p == NULL || (p->limit == NULL && p->pool == NULL))) {
-        struct ctx *c = alloc_inline(extent_of(n));
+    struct ctx *p = ctx_or_root(parent);
+    if (likely(n <= SMALL_MAX - CTX_HEADER) && likely(p == NULL || (p->pool == NULL && p->limit == NULL))) {
+        struct ctx *c = bin_try_pop(extent_of(n));
         if (likely(c != NULL)) {
             header_init(c, p, n, NULL, 0);
             return payload_of(c);
         }
     }
     return ctx_alloc_slow(p, n);
-}
-
-/* strata.h's inline path failed: a pool without room or kept from the
- * inline path (sanitizers, Valgrind), a limit, no pool, or an invalid
- * parent (ctx_of reports it). */
-STRATA_EXPORT void *strata_ctx_alloc_slow(const void *parent, size_t n)
-{
-    struct ctx *p = ctx_or_root(parent);
-    if (p != NULL) {
-        struct ctx_pool *pool = p->pool;
-        if (pool != NULL && p->limit == NULL && n <= CTX_MAX_PAYLOAD) {
-            struct ctx *c = pool_carve(pool, extent_of(n));
-            if (c != NULL) {
-                header_init(c, p, n, pool, CTX_IN_POOL);
-                return payload_of(c);
-            }
-        }
-    }
-    return ctx_alloc_general(p, n);
 }
 
 STRATA_EXPORT void *strata_ctx_alloc(const void *parent, size_t n)
@@ -457,7 +447,7 @@ STRATA_EXPORT void *strata_ctx_pool(const void *parent, size_t size)
     c->name = NULL;
     c->pool = pool;
     c->limit = p != NULL ? p->limit : NULL;
-    c->flags = CTX_POOL;
+    c->flags = c->limit != NULL ? CTX_POOL | CTX_LIMITED : CTX_POOL;
     c->magic = CTX_MAGIC;
     link_under(c, p);
     return payload_of(c);
@@ -486,23 +476,22 @@ static __attribute__((noinline)) void release_slow(struct ctx *c)
 /* Returns the memory of c, which has no children and is unlinked. */
 static inline void release(struct ctx *c)
 {
+    uint32_t flags = c->flags & ~(uint32_t)(CTX_FREEING | CTX_DESTRUCTOR);
     c->magic = CTX_FREED;
-    if (likely(c->limit == NULL)) {
-        if (c->flags == (CTX_IN_POOL | CTX_FREEING) || c->flags == CTX_IN_POOL) {
-            pool_give_back(c->pool, c, extent_of(c->size));
-            return;
-        }
-        if ((c->flags & ~(uint32_t)CTX_FREEING) == 0) {
-            free_inline(c);
-            return;
-        }
+    if (likely(flags == CTX_IN_POOL)) {
+        pool_give_back(c->pool, c, extent_of(c->size));
+        return;
+    }
+    if (likely(flags == 0)) {
+        free_inline(c);
+        return;
     }
     release_slow(c);
 }
 
 static inline bool plain_leaf(const struct ctx *c)
 {
-    return c->child == NULL && c->destructor == NULL && !(c->flags & CTX_FREEING);
+    return c->child == NULL && !(c->flags & (CTX_DESTRUCTOR | CTX_FREEING));
 }
 
 /* Frees every descendant of top, which stays. Each context's destructor runs
@@ -533,7 +522,7 @@ static void free_descendants(struct ctx *top)
                 report_fatal("context freed while one of its descendants is being freed",
                              payload_of(x));
             c->flags |= CTX_FREEING;
-            if (unlikely(c->destructor != NULL) && c->destructor(payload_of(c)) != 0) {
+            if (unlikely(c->flags & CTX_DESTRUCTOR) && c->destructor(payload_of(c)) != 0) {
                 c->flags &= ~CTX_FREEING;
                 move_under(c, parent_of(top));
                 continue;
@@ -567,7 +556,7 @@ static __attribute__((noinline)) int ctx_free_with_destructor(struct ctx *c)
     if (c->flags & CTX_FREEING)
         return -1;
     c->flags |= CTX_FREEING;
-    if (c->destructor != NULL && c->destructor(payload_of(c)) != 0) {
+    if ((c->flags & CTX_DESTRUCTOR) && c->destructor(payload_of(c)) != 0) {
         c->flags &= ~CTX_FREEING;
         return -1;
     }
@@ -583,7 +572,7 @@ STRATA_EXPORT int strata_ctx_free(void *p)
     if (unlikely(p == NULL))
         return -1;
     struct ctx *c = ctx_of(p);
-    if (unlikely(c->destructor != NULL || (c->flags & CTX_FREEING)))
+    if (unlikely(c->flags & (CTX_DESTRUCTOR | CTX_FREEING)))
         return ctx_free_with_destructor(c);
     /* Children that are leaves without destructors run no user code: they
      * are released without relinking their siblings one by one. */
@@ -724,7 +713,9 @@ STRATA_EXPORT void *strata_ctx_parent(const void *p)
 
 STRATA_EXPORT void strata_ctx_set_destructor(const void *p, strata_ctx_destructor fn)
 {
-    ctx_of(p)->destructor = fn;
+    struct ctx *c = ctx_of(p);
+    c->destructor = fn;
+    c->flags = fn != NULL ? c->flags | CTX_DESTRUCTOR : c->flags & ~(uint32_t)CTX_DESTRUCTOR;
 }
 
 STRATA_EXPORT void strata_ctx_set_name(const void *p, const char *name)
@@ -758,7 +749,7 @@ STRATA_EXPORT char *strata_ctx_strndup(const void *parent, const char *s, size_t
 
 STRATA_EXPORT char *strata_ctx_strdup(const void *parent, const char *s)
 {
-    return strata_ctx_memdup(parent, s, strlen(s) + 1);
+    return strata_ctx_strdup_inline(parent, s);
 }
 
 STRATA_EXPORT char *strata_ctx_asprintf(const void *parent, const char *format, ...)
@@ -873,6 +864,9 @@ static void check_node(struct ctx *c, unsigned depth, void *arg)
         s->problem = "a context that is not the newest sibling holds a parent";
     else if (c->child != NULL && (c->child->prev != NULL || c->child->parent != c))
         s->problem = "the newest child does not point to its parent";
+    else if (!(c->flags & CTX_LIMITED) != (c->limit == NULL) ||
+             !(c->flags & CTX_DESTRUCTOR) != (c->destructor == NULL))
+        s->problem = "a context's flags disagree with its limit or destructor";
     else if (c != s->top && (c->flags & CTX_FREEING))
         s->problem = "a context outside any free is marked as being freed";
     else if ((c->flags & CTX_OWN_LIMIT) && c->limit->used != totals_of(c).bytes)

@@ -325,20 +325,29 @@ static inline void *block_pop(struct page *page)
     return block;
 }
 
-static inline void *alloc_inline(size_t size)
+/* A block from the thread's bin for `size` (at most SMALL_MAX), or NULL
+ * when the bin is empty; never calls out, so callers stay leaf functions. */
+static inline void *bin_try_pop(size_t size)
 {
     struct heap *heap = thread_heap;
-    if (likely(size <= SMALL_MAX)) {
-        unsigned c = size <= DIRECT_MAX ? class_of_direct[(size + 7) >> 3] : size_class(size);
-        struct bin *bin = &heap->bins[c];
-        struct block *block = bin->head;
-        if (likely(block != NULL)) {
-            bin->head = block->next;
-            bin->count--;
-            return block;
-        }
+    unsigned c = size <= DIRECT_MAX ? class_of_direct[(size + 7) >> 3] : size_class(size);
+    struct bin *bin = &heap->bins[c];
+    struct block *block = bin->head;
+    if (likely(block != NULL)) {
+        bin->head = block->next;
+        bin->count--;
     }
-    return heap_alloc_slow(heap, size);
+    return block;
+}
+
+static inline void *alloc_inline(size_t size)
+{
+    if (likely(size <= SMALL_MAX)) {
+        void *block = bin_try_pop(size);
+        if (likely(block != NULL))
+            return block;
+    }
+    return heap_alloc_slow(thread_heap, size);
 }
 
 static inline void free_inline(void *p)
