@@ -184,7 +184,8 @@ struct strata_arena_head {
     char *cur;            /* next free byte of the current chunk (16-aligned) */
     char *end;            /* end of the current chunk */
     char *last;           /* the newest allocation, which ends at cur */
-    size_t big_threshold; /* larger blocks get their own mapping */
+    size_t big_threshold; /* larger blocks get their own mapping; 0 when
+                           * every allocation must go through the library */
 };
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -204,7 +205,8 @@ static inline void *strata_arena_alloc_inline(strata_arena *a, size_t n)
     struct strata_arena_head *h = (struct strata_arena_head *)(void *)a;
     size_t need = (n + 15 + !n) & ~(size_t)15;
     char *p = h->cur;
-    if (__builtin_expect(n <= h->big_threshold && need <= (size_t)(h->end - p), 1)) {
+    /* n - 1: a zero threshold keeps every size out, 0 included */
+    if (__builtin_expect(n - 1 < h->big_threshold && need <= (size_t)(h->end - p), 1)) {
         h->cur = p + need;
         h->last = p;
         return p;

@@ -39,10 +39,12 @@ struct strata_arena {
     char *cur, *end;
     char *last;          /* the newest allocation in a chunk (grow in place): it
                           * ends at cur */
-    size_t big_threshold;
+    size_t inline_threshold; /* big_threshold, or 0 to keep strata.h's inline
+                              * bump out (sanitizers, Valgrind) */
     struct chunk *chunk; /* the current chunk, or NULL */
     struct big *big;     /* the newest big block, or NULL */
     struct chunk *cache; /* empty chunks kept for reuse */
+    size_t big_threshold; /* larger blocks get their own mapping */
     size_t cached, keep, chunk_size;
     size_t big_bytes;    /* asked for in live big blocks */
     size_t mapped, high_water, chunks, bigs;
@@ -54,7 +56,7 @@ struct strata_arena {
 _Static_assert(offsetof(struct strata_arena, cur) == offsetof(struct strata_arena_head, cur) &&
                    offsetof(struct strata_arena, end) == offsetof(struct strata_arena_head, end) &&
                    offsetof(struct strata_arena, last) == offsetof(struct strata_arena_head, last) &&
-                   offsetof(struct strata_arena, big_threshold) ==
+                   offsetof(struct strata_arena, inline_threshold) ==
                        offsetof(struct strata_arena_head, big_threshold),
                "strata.h's inline bump reads the arena's first members");
 
@@ -97,6 +99,7 @@ STRATA_EXPORT strata_arena *strata_arena_new(const strata_arena_opts *opts)
     /* Blocks above a quarter chunk get their own mapping: a chunk never
      * wastes more than a quarter on a block that did not fit. */
     a->big_threshold = a->chunk_size / 4;
+    a->inline_threshold = STRATA_ASAN_ACTIVE || instrument_valgrind ? 0 : a->big_threshold;
     return a;
 }
 
@@ -104,8 +107,9 @@ STRATA_EXPORT strata_arena *strata_arena_new(const strata_arena_opts *opts)
  * the next mapping at this address would start poisoned. */
 static void chunk_unmap(struct chunk *c)
 {
-    memory_usable(c, c->size);
-    os_unmap(c, c->size);
+    size_t size = c->size; /* read before Valgrind is told it is undefined */
+    memory_usable(c, size);
+    os_unmap(c, size);
 }
 
 static void chunk_drop(strata_arena *a, struct chunk *c)

@@ -51,6 +51,8 @@ static inline size_t resident_bytes(void)
 static inline int resident_is_meaningful(void)
 {
     const char *sanitizer = getenv("SANITIZER");
+    if (getenv("STRATA_TEST_VALGRIND") != NULL)
+        sanitizer = "valgrind";
     if (sanitizer == NULL || *sanitizer == '\0')
         return 1;
     printf("resident-size checks not run under %s\n", sanitizer);
@@ -99,6 +101,16 @@ static inline struct outcome check_spawn(const char *name, const char *env)
     close(pipe_fds[0]);
     waitpid(pid, &result.status, 0);
     return result;
+}
+
+/* Under Valgrind (tests/test_valgrind.sh) /proc/self/exe is Valgrind
+ * itself, so the cases that run in child processes are left out, and said so. */
+static inline int children_runnable(void)
+{
+    if (getenv("STRATA_TEST_VALGRIND") == NULL)
+        return 1;
+    printf("child-process cases not run under Valgrind\n");
+    return 0;
 }
 
 static inline int aborted(const struct outcome *o)

@@ -1,7 +1,7 @@
 #!/bin/sh
 # tests/deps.sh: installs (as root) the Debian packages make test needs,
 # only those missing; otherwise names them. Used by `make test-deps` and CI.
-packages="gcc clang make pkg-config python3 zsh tcl8.6 tcl-thread gnuplot-nox"
+packages="gcc clang make pkg-config python3 zsh tcl8.6 tcl-thread gnuplot-nox valgrind"
 missing=""
 for p in $packages; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
