@@ -253,7 +253,9 @@ void *strata_ctx_alloc_array(const void *parent, size_t count, size_t size);
  * grew in place: always when shrinking, and in a pool when p is the pool's
  * newest chunk and the pool has room). p NULL is strata_ctx_alloc(parent, n);
  * otherwise `parent` is not used (as in talloc; steal to move p). n = 0
- * keeps p with no payload. On failure NULL with ENOMEM, p unchanged. */
+ * keeps p with no payload. On failure NULL, p unchanged: ENOMEM (memory or
+ * a limit), EINVAL for a pool (its block is not a payload), EBUSY when p is
+ * being freed (from a destructor) and would have to move. */
 void *strata_ctx_realloc(const void *parent, void *p, size_t n);
 
 /* Frees p and its subtree (see "Order of freeing"). Returns 0, or -1 when
@@ -269,7 +271,8 @@ void strata_ctx_free_children(void *p);
  * returns p; NULL returns NULL. Moving a context under itself or under one
  * of its own descendants is reported with the address and aborts. The
  * subtree's bytes count towards new_parent's limits from then on, even past
- * them (a steal never fails for a limit). */
+ * them (a steal never fails for a limit). A context that is being freed
+ * (from a destructor) cannot be moved: NULL with EBUSY. */
 void *strata_ctx_steal(const void *new_parent, const void *p);
 /* p's parent, NULL for a root. Costs a walk over p's newer siblings. */
 void *strata_ctx_parent(const void *p);

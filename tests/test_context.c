@@ -200,8 +200,27 @@ static int free_self(void *p)
     return 0;
 }
 
+/* A context being freed cannot be moved away by its destructor. */
+static void *steal_target;
+static int steal_errno;
+static int steal_self(void *p)
+{
+    errno = 0;
+    steal_errno = strata_ctx_steal(steal_target, p) == NULL ? errno : 0;
+    return 0;
+}
+
 static void test_reentrant_free(void)
 {
+    char *elsewhere = strata_ctx_alloc(NULL, 0);
+    char *doomed = strata_ctx_alloc(NULL, 0);
+    char *mover = strata_ctx_alloc(doomed, 4);
+    strata_ctx_set_destructor(mover, steal_self);
+    steal_target = elsewhere;
+    CHECK(strata_ctx_free(doomed) == 0 && steal_errno == EBUSY);
+    CHECK(strata_ctx_total_blocks(elsewhere) == 1 && TREE_OK(elsewhere));
+    strata_ctx_free(elsewhere);
+
     char *r = strata_ctx_alloc(NULL, 8);
     strata_ctx_set_destructor(r, free_self);
     self_free_result = 0;
