@@ -14,6 +14,11 @@ extern "C" {
 #define STRATA_VERSION_MAJOR 0
 #define STRATA_VERSION_MINOR 1
 
+/* The inline fast paths write through these views of the library's own
+ * structures, which the library reads through its types: may_alias keeps
+ * type-based alias analysis (say, across link-time optimisation) honest. */
+#define STRATA_MAY_ALIAS __attribute__((__may_alias__))
+
 /* ---- General allocator -------------------------------------------------
  * Thread-caching allocator: each thread allocates and frees from its own
  * heap without locks; a block freed by another thread is handed back to its
@@ -180,7 +185,7 @@ void strata_arena_stats(const strata_arena *a, struct strata_arena_stats *stats)
 /* The first members of every arena, exposed so that the bump can be inline
  * in the caller; never write them. Under AddressSanitizer the library's
  * strata_arena_alloc runs instead, to unpoison what it hands out. */
-struct strata_arena_head {
+struct STRATA_MAY_ALIAS strata_arena_head {
     char *cur;            /* next free byte of the current chunk (16-aligned) */
     char *end;            /* end of the current chunk */
     char *last;           /* the newest allocation, which ends at cur */
@@ -222,13 +227,15 @@ static inline void *strata_arena_alloc_inline(strata_arena *a, size_t n)
  * aligned to 16 bytes; its header (80 bytes) sits just before it and is
  * checked on every call: a pointer that is not a live context (never one, or
  * freed already) is reported on stderr with its address and the program
- * aborts, in every mode.
+ * aborts, in every mode. (A freed context of more than 128 KiB has gone back
+ * to the OS with its header: using it faults instead.) The getters and
+ * setters take NULL as "no context": sizes 0, name NULL, nothing set.
  *
  * Threads: one tree is used by one thread at a time (there are no locks in
  * it). A subtree can be handed to another thread by stealing it under a
  * context that thread owns (strata_ctx_steal), or as a new root, after which
  * only that thread touches it. The memory comes from strata_malloc, so it
- * may be freed on any thread.
+ * may be freed on any thread. Pools are the exception: see strata_ctx_pool.
  *
  * Order of freeing: strata_ctx_free(p) first calls p's destructor; if that
  * refuses nothing is freed. Then p's children are freed, newest first, each
@@ -259,13 +266,15 @@ void *strata_ctx_alloc_array(const void *parent, size_t count, size_t size);
 void *strata_ctx_realloc(const void *parent, void *p, size_t n);
 
 /* Frees p and its subtree (see "Order of freeing"). Returns 0, or -1 when
- * p's destructor refused (nothing freed) or p is already being freed (a
- * destructor freeing an ancestor). A descendant whose destructor refuses is
- * kept with its subtree and moved under p's parent (a root if p was one).
- * NULL returns -1. */
+ * p's destructor refused (nothing freed), or, from a destructor, when p is
+ * being freed already or is an ancestor of a context whose destructor is
+ * running (errno EBUSY; nothing freed). A descendant whose destructor
+ * refuses is kept with its subtree and moved under p's parent (a root if p
+ * was one). NULL returns -1. */
 int strata_ctx_free(void *p);
-/* Frees p's children (as strata_ctx_free does) and keeps p. */
-void strata_ctx_free_children(void *p);
+/* Frees p's children (as strata_ctx_free does) and keeps p; 0, or -1 as
+ * strata_ctx_free (a destructor may free its own context's children). */
+int strata_ctx_free_children(void *p);
 
 /* Moves p with its subtree under new_parent (NULL: p becomes a root) and
  * returns p; NULL returns NULL. Moving a context under itself or under one
@@ -281,7 +290,8 @@ void *strata_ctx_parent(const void *p);
 void strata_ctx_set_destructor(const void *p, strata_ctx_destructor fn);
 
 /* Names p (for strata_ctx_report); the string is not copied, so it must
- * outlive p: a literal, or a string in p's own subtree, such as
+ * outlive p: a literal, or a string allocated under p (not p's own payload,
+ * which a realloc may move), such as
  * strata_ctx_set_name(p, strata_ctx_asprintf(p, "conn %d", fd)).
  * strata_ctx_name returns the name, or NULL when there is none. */
 void strata_ctx_set_name(const void *p, const char *name);
@@ -309,30 +319,34 @@ void strata_ctx_report(const void *p, FILE *out);
 /* Caps p's subtree: an allocation or growth under p that would take
  * strata_ctx_total_size(p) above `bytes` fails with ENOMEM. Limits nest (an
  * allocation must fit every limit above it). bytes = 0 removes p's limit.
- * Returns 0, or -1 with ENOMEM. */
+ * Returns 0, or -1 with ENOMEM (or EINVAL for NULL). */
 int strata_ctx_set_limit(const void *p, size_t bytes);
 
 /* A context whose descendants are carved from one block of `size` bytes:
  * one malloc for many small allocations. Freeing the pool's newest chunk
  * moves its cursor back, and when every chunk is freed it starts again from
- * the beginning, so a loop of allocate/free in a pool never goes back to the
- * system (seed 004's rule). What does not fit comes from strata_malloc and
- * is freed with the tree. The block lives until the pool and every chunk
- * carved from it are freed (chunks stolen out of the tree keep it alive).
- * NULL with ENOMEM. */
+ * the beginning (seed 004's rule), so a loop that frees what it allocates,
+ * newest first, never goes back to the system; space freed out of order
+ * (or given up by shrinking a chunk that is not the newest) is reused once
+ * the pool is empty. What does not fit comes from strata_malloc and is freed
+ * with the tree. The block lives until the pool and every chunk carved from
+ * it are freed (chunks stolen out of the tree keep it alive, and contexts
+ * allocated under them are carved from it too). A pool's chunks belong to
+ * the pool's thread: hand them to another thread only with the pool (steal
+ * the pool, or a context above it). NULL with ENOMEM. */
 void *strata_ctx_pool(const void *parent, size_t size);
 
 /* The first members of a context header and of a pool, exposed so that
  * allocation from a pool (a pointer bump) can be inline in the caller; never
  * write them. Anything but the plain case (no pool, a limit, no room, an
  * invalid parent) goes to the library, which also reports misuse. */
-struct strata_ctx_pool_head {
+struct STRATA_MAY_ALIAS strata_ctx_pool_head {
     char *cursor;     /* next free byte of the pool */
     char *inline_end; /* end of the pool, or NULL when every allocation must
                        * go through the library (sanitizers, Valgrind) */
 };
 
-struct strata_ctx_head {
+struct STRATA_MAY_ALIAS strata_ctx_head {
     struct strata_ctx_head *next, *prev, *parent, *child;
     size_t size;
     strata_ctx_destructor destructor;
@@ -351,7 +365,7 @@ struct strata_ctx_head {
 /* strata_ctx_alloc's out-of-line part; call strata_ctx_alloc instead. */
 void *strata_ctx_alloc_slow(const void *parent, size_t n);
 /* The count of chunks carved from a pool lives after its head. */
-struct strata_ctx_pool_counts {
+struct STRATA_MAY_ALIAS strata_ctx_pool_counts {
     struct strata_ctx_pool_head head;
     size_t chunks;
 };

@@ -489,6 +489,38 @@ static inline void release(struct ctx *c)
     release_slow(c);
 }
 
+/* The contexts whose destructors are running on this thread, innermost
+ * first. Such a context and its ancestors up to the top of its free are
+ * marked CTX_FREEING; a destructor may free anything but an ancestor of one
+ * (that free would meet the path half freed), which is refused instead. */
+struct destructor_frame {
+    struct ctx *running;
+    struct destructor_frame *outer;
+};
+static STRATA_TLS struct destructor_frame *destructors_running;
+
+static int run_destructor(struct ctx *c)
+{
+    struct destructor_frame frame = {c, destructors_running};
+    destructors_running = &frame;
+    int result = c->destructor(payload_of(c));
+    destructors_running = frame.outer;
+    return result;
+}
+
+/* Whether freeing p (or its children) would meet a context whose destructor
+ * is running below p. Costs a thread-local load when none is running. */
+static inline bool frees_a_running_destructor(struct ctx *p)
+{
+    if (likely(destructors_running == NULL))
+        return false;
+    for (struct destructor_frame *f = destructors_running; f != NULL; f = f->outer)
+        for (struct ctx *a = parent_of(f->running); a != NULL; a = parent_of(a))
+            if (a == p)
+                return true;
+    return false;
+}
+
 static inline bool plain_leaf(const struct ctx *c)
 {
     return c->child == NULL && !(c->flags & (CTX_DESTRUCTOR | CTX_FREEING));
@@ -518,11 +550,11 @@ static void free_descendants(struct ctx *top)
             }
         }
         if (c != NULL) {
-            if (unlikely(c->flags & CTX_FREEING))
+            if (unlikely(c->flags & CTX_FREEING)) /* frees_a_running_destructor refuses this */
                 report_fatal("context freed while one of its descendants is being freed",
                              payload_of(x));
             c->flags |= CTX_FREEING;
-            if (unlikely(c->flags & CTX_DESTRUCTOR) && c->destructor(payload_of(c)) != 0) {
+            if (unlikely(c->flags & CTX_DESTRUCTOR) && run_destructor(c) != 0) {
                 c->flags &= ~CTX_FREEING;
                 move_under(c, parent_of(top));
                 continue;
@@ -556,7 +588,7 @@ static __attribute__((noinline)) int ctx_free_with_destructor(struct ctx *c)
     if (c->flags & CTX_FREEING)
         return -1;
     c->flags |= CTX_FREEING;
-    if ((c->flags & CTX_DESTRUCTOR) && c->destructor(payload_of(c)) != 0) {
+    if ((c->flags & CTX_DESTRUCTOR) && run_destructor(c) != 0) {
         c->flags &= ~CTX_FREEING;
         return -1;
     }
@@ -572,6 +604,10 @@ STRATA_EXPORT int strata_ctx_free(void *p)
     if (unlikely(p == NULL))
         return -1;
     struct ctx *c = ctx_of(p);
+    if (unlikely(frees_a_running_destructor(c))) {
+        errno = EBUSY;
+        return -1;
+    }
     if (unlikely(c->flags & (CTX_DESTRUCTOR | CTX_FREEING)))
         return ctx_free_with_destructor(c);
     /* Children that are leaves without destructors run no user code: they
@@ -594,15 +630,20 @@ STRATA_EXPORT int strata_ctx_free(void *p)
     return 0;
 }
 
-STRATA_EXPORT void strata_ctx_free_children(void *p)
+STRATA_EXPORT int strata_ctx_free_children(void *p)
 {
     if (p == NULL)
-        return;
+        return -1;
     struct ctx *c = ctx_of(p);
+    if (unlikely(frees_a_running_destructor(c))) {
+        errno = EBUSY;
+        return -1;
+    }
     uint32_t was_freeing = c->flags & CTX_FREEING;
     c->flags |= CTX_FREEING;
     free_descendants(c);
     c->flags = (c->flags & ~CTX_FREEING) | was_freeing;
+    return 0;
 }
 
 /* ---- moving and resizing ---------------------------------------------------- */
@@ -713,6 +754,8 @@ STRATA_EXPORT void *strata_ctx_parent(const void *p)
 
 STRATA_EXPORT void strata_ctx_set_destructor(const void *p, strata_ctx_destructor fn)
 {
+    if (p == NULL)
+        return;
     struct ctx *c = ctx_of(p);
     c->destructor = fn;
     c->flags = fn != NULL ? c->flags | CTX_DESTRUCTOR : c->flags & ~(uint32_t)CTX_DESTRUCTOR;
@@ -720,12 +763,13 @@ STRATA_EXPORT void strata_ctx_set_destructor(const void *p, strata_ctx_destructo
 
 STRATA_EXPORT void strata_ctx_set_name(const void *p, const char *name)
 {
-    ctx_of(p)->name = name;
+    if (p != NULL)
+        ctx_of(p)->name = name;
 }
 
 STRATA_EXPORT const char *strata_ctx_name(const void *p)
 {
-    return ctx_of(p)->name;
+    return p != NULL ? ctx_of(p)->name : NULL;
 }
 
 STRATA_EXPORT void *strata_ctx_memdup(const void *parent, const void *src, size_t n)
@@ -778,21 +822,25 @@ STRATA_EXPORT char *strata_ctx_asprintf(const void *parent, const char *format, 
 
 STRATA_EXPORT size_t strata_ctx_size(const void *p)
 {
-    return ctx_of(p)->size;
+    return p != NULL ? ctx_of(p)->size : 0;
 }
 
 STRATA_EXPORT size_t strata_ctx_total_size(const void *p)
 {
-    return totals_of(ctx_of(p)).bytes;
+    return p != NULL ? totals_of(ctx_of(p)).bytes : 0;
 }
 
 STRATA_EXPORT size_t strata_ctx_total_blocks(const void *p)
 {
-    return totals_of(ctx_of(p)).blocks;
+    return p != NULL ? totals_of(ctx_of(p)).blocks : 0;
 }
 
 STRATA_EXPORT int strata_ctx_set_limit(const void *p, size_t bytes)
 {
+    if (p == NULL) {
+        errno = EINVAL;
+        return -1;
+    }
     struct ctx *c = ctx_of(p);
     if (c->flags & CTX_OWN_LIMIT) {
         struct ctx_limit *own = c->limit;
@@ -837,6 +885,8 @@ static void report_line(struct ctx *c, unsigned depth, void *arg)
 
 STRATA_EXPORT void strata_ctx_report(const void *p, FILE *out)
 {
+    if (p == NULL)
+        return;
     struct ctx *c = ctx_of(p);
     struct report_state r = {out};
     walk(c, report_line, &r);
