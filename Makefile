@@ -5,7 +5,9 @@ endif
 PREFIX ?= /usr/local
 BUILD ?= build
 WARN := -Wall -Wextra -Werror
-CFLAGS ?= -O2 -g
+# Debian 12's Valgrind cannot read clang's DWARF 5 (tests/test_valgrind.sh).
+DEBUG_FORMAT := $(if $(findstring clang,$(CC)),-gdwarf-4)
+CFLAGS ?= -O2 -g $(DEBUG_FORMAT)
 BASE_CFLAGS := -std=gnu11 $(WARN) -Iinclude -Isrc -fPIC -fvisibility=hidden -fno-semantic-interposition \
   -fno-builtin-malloc -fno-builtin-free -fno-builtin-calloc -fno-builtin-realloc \
   -D_GNU_SOURCE
