@@ -521,6 +521,108 @@ static void test_handoff(void)
     CHECK(ok == (void *)1);
 }
 
+/* Four threads each build trees (some in pools) and hand every other one to
+ * the next thread through a one-slot mailbox; the receiver steals it under
+ * its own root, checks its contents and shape, and frees it, so chunks are
+ * freed by threads that did not allocate them. */
+#define RING 4
+#define TREES 300
+
+struct mailbox {
+    pthread_mutex_t lock;
+    pthread_cond_t changed;
+    char *tree;
+    int done;
+};
+
+static struct mailbox boxes[RING];
+
+static void post(struct mailbox *box, char *tree)
+{
+    pthread_mutex_lock(&box->lock);
+    while (box->tree != NULL)
+        pthread_cond_wait(&box->changed, &box->lock);
+    box->tree = tree;
+    pthread_cond_broadcast(&box->changed);
+    pthread_mutex_unlock(&box->lock);
+}
+
+static char *collect(struct mailbox *box, int wait)
+{
+    pthread_mutex_lock(&box->lock);
+    while (wait && box->tree == NULL && !box->done)
+        pthread_cond_wait(&box->changed, &box->lock);
+    char *tree = box->tree;
+    box->tree = NULL;
+    pthread_cond_broadcast(&box->changed);
+    pthread_mutex_unlock(&box->lock);
+    return tree;
+}
+
+/* Takes a tree built by thread `from` and checks its shape and sizes. */
+static int adopt(char *mine, char *tree, int from)
+{
+    strata_ctx_steal(mine, tree);
+    int i = *(int *)tree;
+    size_t bytes = sizeof(int);
+    for (int k = 0; k < 20; k++)
+        bytes += (size_t)snprintf(NULL, 0, "%d/%d/%d", from, i, k) + 1;
+    int ok = strata_ctx_parent(tree) == mine && strata_ctx_total_blocks(tree) == 22 &&
+             strata_ctx_total_size(tree) == bytes && TREE_OK(mine);
+    return ok & (strata_ctx_free(tree) == 0);
+}
+
+static void *ring_worker(void *arg)
+{
+    int me = (int)(intptr_t)arg, ok = 1;
+    char *mine = strata_ctx_alloc(NULL, 0);
+    for (int i = 0; i < TREES; i++) {
+        /* a tree: its root, a string, and 20 children, 1 in 3 in a pool */
+        char *tree = strata_ctx_alloc(mine, sizeof(int));
+        *(int *)tree = i;
+        char *holder = i % 3 == 0 ? strata_ctx_pool(tree, 4096) : strata_ctx_alloc(tree, 0);
+        for (int k = 0; k < 20; k++)
+            strata_ctx_asprintf(holder, "%d/%d/%d", me, i, k);
+        ok &= strata_ctx_total_blocks(tree) == 22;
+        if (i % 2 == 0) {
+            strata_ctx_steal(NULL, tree); /* a root: the next thread adopts it */
+            post(&boxes[(me + 1) % RING], tree);
+        } else {
+            ok &= strata_ctx_free(tree) == 0;
+        }
+        char *received = collect(&boxes[me], 0);
+        if (received != NULL)
+            ok &= adopt(mine, received, (me + RING - 1) % RING);
+    }
+    pthread_mutex_lock(&boxes[(me + 1) % RING].lock);
+    boxes[(me + 1) % RING].done = 1;
+    pthread_cond_broadcast(&boxes[(me + 1) % RING].changed);
+    pthread_mutex_unlock(&boxes[(me + 1) % RING].lock);
+    for (char *received; (received = collect(&boxes[me], 1)) != NULL;)
+        ok &= adopt(mine, received, (me + RING - 1) % RING);
+    ok &= strata_ctx_total_blocks(mine) == 1;
+    strata_ctx_free(mine);
+    return (void *)(intptr_t)ok;
+}
+
+static void test_threads(void)
+{
+    pthread_t threads[RING];
+    for (int i = 0; i < RING; i++) {
+        pthread_mutex_init(&boxes[i].lock, NULL);
+        pthread_cond_init(&boxes[i].changed, NULL);
+    }
+    for (int i = 0; i < RING; i++)
+        pthread_create(&threads[i], NULL, ring_worker, (void *)(intptr_t)i);
+    int all_ok = 1;
+    for (int i = 0; i < RING; i++) {
+        void *ok = NULL;
+        pthread_join(threads[i], &ok);
+        all_ok &= ok == (void *)1;
+    }
+    CHECK(all_ok);
+}
+
 /* ---- random operations against a model ---------------------------------------------------- */
 
 #define MODEL_SLOTS 300
@@ -753,6 +855,7 @@ int main(int argc, char **argv)
     test_limits();
     test_report();
     test_handoff();
+    test_threads();
     test_model();
     if (children_runnable())
         test_misuse();
