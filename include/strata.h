@@ -1,6 +1,9 @@
 /* strata.h: the whole public API of the strata allocator suite.
  * Every function here is safe to call from any thread unless its comment
- * says otherwise. Nothing in this header depends on strata's internals. */
+ * says otherwise. Nothing in this header depends on strata's internals but
+ * the views the inline fast paths read (struct strata_arena_head,
+ * strata_ctx_head, strata_ctx_pool_head): they are compiled into callers,
+ * so a program built against one minor version links that version. */
 #ifndef STRATA_H
 #define STRATA_H
 
@@ -12,7 +15,7 @@ extern "C" {
 #endif
 
 #define STRATA_VERSION_MAJOR 0
-#define STRATA_VERSION_MINOR 1
+#define STRATA_VERSION_MINOR 2
 
 /* The inline fast paths write through these views of the library's own
  * structures, which the library reads through its types: may_alias keeps
