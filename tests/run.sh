@@ -46,6 +46,12 @@ if [ -x "$BUILD/tests/test_stress" ]; then
     STRATA_CHECK=1 STRESS_SCALE=0.5 timeout 600 "$BUILD/tests/test_stress" > "$out" 2>&1
     record "test_stress (STRATA_CHECK=1)" "$out" $?
 fi
+# Contexts in checked mode: every block they return to the general allocator
+# is validated there (no double or foreign free hidden behind a context).
+if [ -x "$BUILD/tests/test_context" ]; then
+    STRATA_CHECK=1 timeout 600 "$BUILD/tests/test_context" > "$out" 2>&1
+    record "test_context (STRATA_CHECK=1)" "$out" $?
+fi
 if [ -z "$SANITIZER" ]; then
     for s in tests/test_*.sh; do
         BUILD="$BUILD" timeout 900 sh "$s" > "$out" 2>&1
