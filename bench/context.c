@@ -1,4 +1,4 @@
-/* bench/context.c: seed 004's table, talloc's speed test. One kind per run
+/* bench/context.c: seed 004's table, talloc's speed test. Kinds
  * (-k strata-ctx|strata-pool|talloc|talloc-pool|malloc|strata-malloc):
  *   speed:   each round allocates p1 (100 bytes) under the context (or the
  *            pool), p2 = strdup(p1, "foo bar"), p3 (300 bytes) under p1,
@@ -8,7 +8,8 @@
  *            pool, per second; the context rows do it under a plain context,
  *            the malloc rows with malloc and free.
  * strata's core is linked without the override, so `malloc` is glibc's.
- * talloc is measured where libtalloc-dev was found at build time. */
+ * talloc is measured where libtalloc-dev was found at build time. Kinds
+ * named together (-k strata-pool,talloc-pool) alternate in short slices. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,11 +129,17 @@ static const struct entry kinds[] = {
     {{"strata-malloc", strata_malloc_round, strata_malloc_reclaim, no_setup}, no_setup},
 };
 
-/* Runs `step` in batches of 1000 until `seconds` have passed; ops per second. */
-static double measure(void (*step)(void *), void *context, double ops_per_step, double seconds)
+/* One kind's two loops, their contexts and what they have done so far. */
+struct meter {
+    const struct entry *entry;
+    void *speed_context, *reclaim_context;
+    double speed_ops, speed_seconds, reclaim_ops, reclaim_seconds;
+};
+
+/* Runs `step` in batches of 1000 for about `seconds`; adds what it did. */
+static void run_slice(void (*step)(void *), void *context, double ops_per_step, double seconds,
+                      double *ops, double *elapsed)
 {
-    for (int i = 0; i < 10000; i++) /* warm the caches and pools */
-        step(context);
     double start = bench_now(), now;
     long steps = 0;
     do {
@@ -141,16 +148,28 @@ static double measure(void (*step)(void *), void *context, double ops_per_step, 
         steps += 1000;
         now = bench_now();
     } while (now - start < seconds);
-    return (double)steps * ops_per_step / (now - start);
+    *ops += (double)steps * ops_per_step;
+    *elapsed += now - start;
+}
+
+#define SLICES 10
+#define MAX_KINDS 8
+
+static const struct entry *find_kind(const char *name)
+{
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+        if (strcmp(kinds[i].kind.name, name) == 0)
+            return &kinds[i];
+    return NULL;
 }
 
 int main(int argc, char **argv)
 {
-    const char *kind = "strata-ctx";
+    char list[256] = "strata-ctx";
     double seconds = 0.5;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (strcmp(argv[i], "-k") == 0)
-            kind = argv[i + 1];
+            snprintf(list, sizeof list, "%s", argv[i + 1]);
         else if (strcmp(argv[i], "-t") == 0)
             seconds = atof(argv[i + 1]);
     }
@@ -159,16 +178,35 @@ int main(int argc, char **argv)
             printf("kind=%s\n", kinds[i].kind.name);
         return 0;
     }
-    const struct entry *e = NULL;
-    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
-        if (strcmp(kinds[i].kind.name, kind) == 0)
-            e = &kinds[i];
-    if (e == NULL) {
-        fprintf(stderr, "usage: context [kinds] [-k kind] [-t seconds]; unknown kind %s\n", kind);
-        return 2;
+    /* Several kinds (-k a,b) take turns in slices of a tenth of the time,
+     * so a change in the machine's speed falls on all of them alike. */
+    struct meter meters[MAX_KINDS];
+    size_t count = 0;
+    for (char *name = strtok(list, ","); name != NULL && count < MAX_KINDS; name = strtok(NULL, ",")) {
+        const struct entry *e = find_kind(name);
+        if (e == NULL) {
+            fprintf(stderr, "usage: context [kinds] [-k kind[,kind...]] [-t seconds]; unknown kind %s\n",
+                    name);
+            return 2;
+        }
+        meters[count++] = (struct meter){e, e->kind.setup(), e->reclaim_setup(), 0, 0, 0, 0};
     }
-    double speed = measure(e->kind.round, e->kind.setup(), 3.0, seconds);
-    double reclaim = measure(e->kind.reclaim, e->reclaim_setup(), 1.0, seconds);
-    printf("kind=%s ops_per_sec=%.0f reclaim_per_sec=%.0f\n", kind, speed, reclaim);
+    for (size_t k = 0; k < count; k++) { /* warm the caches and pools */
+        double ops = 0, elapsed = 0;
+        run_slice(meters[k].entry->kind.round, meters[k].speed_context, 3.0, 0.0, &ops, &elapsed);
+        run_slice(meters[k].entry->kind.reclaim, meters[k].reclaim_context, 1.0, 0.0, &ops, &elapsed);
+    }
+    for (int slice = 0; slice < SLICES; slice++)
+        for (size_t k = 0; k < count; k++) {
+            struct meter *m = &meters[k];
+            run_slice(m->entry->kind.round, m->speed_context, 3.0, seconds / SLICES, &m->speed_ops,
+                      &m->speed_seconds);
+            run_slice(m->entry->kind.reclaim, m->reclaim_context, 1.0, seconds / SLICES, &m->reclaim_ops,
+                      &m->reclaim_seconds);
+        }
+    for (size_t k = 0; k < count; k++)
+        printf("kind=%s ops_per_sec=%.0f reclaim_per_sec=%.0f\n", meters[k].entry->kind.name,
+               meters[k].speed_ops / meters[k].speed_seconds,
+               meters[k].reclaim_ops / meters[k].reclaim_seconds);
     return sink == 42 ? 3 : 0; /* keeps the reads alive */
 }
