@@ -352,8 +352,8 @@ struct STRATA_MAY_ALIAS strata_ctx_pool_head {
 struct STRATA_MAY_ALIAS strata_ctx_head {
     struct strata_ctx_head *next, *prev, *parent, *child;
     size_t size;
-    strata_ctx_destructor destructor;
-    const char *name;
+    strata_ctx_destructor destructor; /* read only when a flag says it is set */
+    const char *name;                 /* likewise */
     struct strata_ctx_pool_head *pool;
     void *limit;
     unsigned int flags;
@@ -389,8 +389,6 @@ static inline void *strata_ctx_alloc_inline(const void *parent, size_t n)
                 ((struct strata_ctx_pool_counts *)(void *)pool)->chunks++;
                 c->child = NULL;
                 c->size = n;
-                c->destructor = NULL;
-                c->name = NULL;
                 c->pool = pool;
                 c->limit = NULL;
                 c->flags = STRATA_CTX_IN_POOL;

@@ -28,7 +28,8 @@ enum {
     CTX_FREEING = 4u,   /* its destructor has run or is running; being freed */
     CTX_OWN_LIMIT = 8u, /* `limit` was set on this context */
     CTX_LIMITED = 16u,  /* `limit` is not NULL */
-    CTX_DESTRUCTOR = 32u, /* `destructor` is not NULL */
+    CTX_DESTRUCTOR = 32u, /* `destructor` is set (else it is not read) */
+    CTX_NAMED = 64u,      /* `name` is set (else it is not read) */
 };
 /* So that the free path decides from one word: a chunk is released without
  * further checks when its flags are exactly CTX_IN_POOL, or 0. */
@@ -55,8 +56,8 @@ struct ctx {
     struct ctx *parent;      /* set in the head of a sibling list only */
     struct ctx *child;       /* the newest child */
     size_t size;             /* payload bytes asked for */
-    strata_ctx_destructor destructor;
-    const char *name;
+    strata_ctx_destructor destructor; /* read only under CTX_DESTRUCTOR */
+    const char *name;                 /* read only under CTX_NAMED */
     struct ctx_pool *pool;   /* pool this context allocates from, or NULL */
     struct ctx_limit *limit; /* the nearest limit at or above, or NULL */
     uint32_t flags;
@@ -345,8 +346,6 @@ static inline void header_init(struct ctx *c, struct ctx *parent, size_t n, stru
 {
     c->child = NULL;
     c->size = n;
-    c->destructor = NULL;
-    c->name = NULL;
     c->pool = pool;
     c->limit = parent != NULL ? parent->limit : NULL;
     c->flags = c->limit != NULL ? flags | CTX_LIMITED : flags;
@@ -443,8 +442,6 @@ STRATA_EXPORT void *strata_ctx_pool(const void *parent, size_t size)
     memory_released(pool->cursor, size);
     c->child = NULL;
     c->size = 0;
-    c->destructor = NULL;
-    c->name = NULL;
     c->pool = pool;
     c->limit = p != NULL ? p->limit : NULL;
     c->flags = c->limit != NULL ? CTX_POOL | CTX_LIMITED : CTX_POOL;
@@ -476,7 +473,7 @@ static __attribute__((noinline)) void release_slow(struct ctx *c)
 /* Returns the memory of c, which has no children and is unlinked. */
 static inline void release(struct ctx *c)
 {
-    uint32_t flags = c->flags & ~(uint32_t)(CTX_FREEING | CTX_DESTRUCTOR);
+    uint32_t flags = c->flags & ~(uint32_t)(CTX_FREEING | CTX_DESTRUCTOR | CTX_NAMED);
     c->magic = CTX_FREED;
     if (likely(flags == CTX_IN_POOL)) {
         pool_give_back(c->pool, c, extent_of(c->size));
@@ -763,13 +760,19 @@ STRATA_EXPORT void strata_ctx_set_destructor(const void *p, strata_ctx_destructo
 
 STRATA_EXPORT void strata_ctx_set_name(const void *p, const char *name)
 {
-    if (p != NULL)
-        ctx_of(p)->name = name;
+    if (p == NULL)
+        return;
+    struct ctx *c = ctx_of(p);
+    c->name = name;
+    c->flags = name != NULL ? c->flags | CTX_NAMED : c->flags & ~(uint32_t)CTX_NAMED;
 }
 
 STRATA_EXPORT const char *strata_ctx_name(const void *p)
 {
-    return p != NULL ? ctx_of(p)->name : NULL;
+    if (p == NULL)
+        return NULL;
+    struct ctx *c = ctx_of(p);
+    return (c->flags & CTX_NAMED) ? c->name : NULL;
 }
 
 STRATA_EXPORT void *strata_ctx_memdup(const void *parent, const void *src, size_t n)
@@ -877,10 +880,10 @@ static void report_line(struct ctx *c, unsigned depth, void *arg)
     struct report_state *r = arg;
     struct totals t = totals_of(c);
     fprintf(r->out, "%*s%-*s %8zu bytes own, %10zu in %6zu context%s%s%s%s\n", (int)(depth * 4), "",
-            depth * 4 < 28 ? 28 - (int)(depth * 4) : 1, c->name != NULL ? c->name : "(unnamed)",
+            depth * 4 < 28 ? 28 - (int)(depth * 4) : 1, (c->flags & CTX_NAMED) ? c->name : "(unnamed)",
             c->size, t.bytes, t.blocks, t.blocks == 1 ? "" : "s",
             (c->flags & CTX_POOL) ? " [pool]" : "", (c->flags & CTX_OWN_LIMIT) ? " [limit]" : "",
-            c->destructor != NULL ? " [destructor]" : "");
+            (c->flags & CTX_DESTRUCTOR) ? " [destructor]" : "");
 }
 
 STRATA_EXPORT void strata_ctx_report(const void *p, FILE *out)
@@ -915,8 +918,9 @@ static void check_node(struct ctx *c, unsigned depth, void *arg)
     else if (c->child != NULL && (c->child->prev != NULL || c->child->parent != c))
         s->problem = "the newest child does not point to its parent";
     else if (!(c->flags & CTX_LIMITED) != (c->limit == NULL) ||
-             !(c->flags & CTX_DESTRUCTOR) != (c->destructor == NULL))
-        s->problem = "a context's flags disagree with its limit or destructor";
+             ((c->flags & CTX_DESTRUCTOR) && c->destructor == NULL) ||
+             ((c->flags & CTX_NAMED) && c->name == NULL))
+        s->problem = "a context's flags disagree with its limit, destructor or name";
     else if (c != s->top && (c->flags & CTX_FREEING))
         s->problem = "a context outside any free is marked as being freed";
     else if ((c->flags & CTX_OWN_LIMIT) && c->limit->used != totals_of(c).bytes)
