@@ -60,6 +60,22 @@ def ratio(value, reference):
     return None if not reference else value / reference
 
 
+def paired_ratios(rows, name, reference, case, key):
+    """name's figure over reference's, run by run (the two ran next to each
+    other in each run), sorted; the runs where both have the figure."""
+    by_run = {(r["allocator"], r["run"]): r[key] for r in rows if r["case"] == case}
+    runs = sorted({run for (allocator, run) in by_run if allocator == name})
+    return sorted(ratio(by_run[(name, n)], by_run[(reference, n)]) for n in runs
+                  if (reference, n) in by_run and by_run[(reference, n)])
+
+
+def paired_ratio(rows, name, reference, case, key):
+    """The median of paired_ratios: on a machine whose speed changes from one
+    run to the next, a slow spell that falls on one allocator's run moves
+    its ratio for that run only, not the median of its runs."""
+    return median(paired_ratios(rows, name, reference, case, key))
+
+
 def environment(preload, env_extra=None):
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)

@@ -78,7 +78,7 @@ class Suite:
                 value = self.med(rows, name, case, key)
                 text = fmt(value)
                 if name != "strata":
-                    text += " (%.2fx)" % harness.ratio(value, self.med(rows, "strata", case, key))
+                    text += " (%.2fx)" % harness.paired_ratio(rows, name, "strata", case, key)
                 row.append(text)
             table.append(row)
         return table
@@ -225,14 +225,14 @@ class Suite:
         for name in names:
             row = [name]
             value = self.med(rows, name, "command", "allocs_per_sec")
-            base = self.med(rows, "strata", "command", "allocs_per_sec")
-            row.append(harness.human(value) + ("" if name == "strata" else " (%.2fx)" % (value / base)))
+            row.append(harness.human(value) + ("" if name == "strata" else " (%.2fx)" % harness.paired_ratio(
+                rows, name, "strata", "command", "allocs_per_sec")))
             row.append(" / ".join("%.0f" % self.med(rows, name, "spike", k)
                                   for k in ("start_rss_mb", "peak_rss_mb", "after_rss_mb")))
             for m in sz["strings"]:
                 v = self.med(rows, name, "string%d" % m, "ms_per_string")
-                b = self.med(rows, "strata", "string%d" % m, "ms_per_string")
-                row.append("%.2f ms" % v + ("" if name == "strata" else " (%.2fx)" % (v / b)))
+                row.append("%.2f ms" % v + ("" if name == "strata" else " (%.2fx)" % harness.paired_ratio(
+                    rows, name, "strata", "string%d" % m, "ms_per_string")))
             table.append(row)
         header = (["arena", "command: allocs/s", "spike %d MB: resident start / peak / after release" % sz["spike_mb"]]
                   + ["string %.0f KB" % (m / 1000) for m in sz["strings"]])
@@ -268,8 +268,7 @@ class Suite:
 
         def paired(a, b):
             """Median and range of a's ops/s over b's, run by run."""
-            by_run = {(r["allocator"], r["run"]): r["ops_per_sec"] for r in rows}
-            ratios = sorted(harness.ratio(by_run[(a, n)], by_run[(b, n)]) for n in range(1, self.repeats + 1))
+            ratios = harness.paired_ratios(rows, a, b, "speed", "ops_per_sec")
             return harness.median(ratios), ratios[0], ratios[-1]
         labels = {"strata-ctx": "strata contexts", "strata-pool": "strata pool", "talloc": "talloc",
                   "talloc-pool": "talloc_pool", "malloc": "malloc/free (glibc)",
@@ -279,7 +278,8 @@ class Suite:
         table = []
         for kind in kinds:
             row = [labels.get(kind, kind), harness.human(speed[kind]),
-                   "%.2fx" % harness.ratio(speed[kind], speed["strata-ctx"]), harness.human(reclaim[kind])]
+                   "%.2fx" % harness.paired_ratio(rows, kind, "strata-ctx", "speed", "ops_per_sec"),
+                   harness.human(reclaim[kind])]
             table.append(row)
         header = ["context (seed 004)", "speed: ops/s", "ratio to strata contexts",
                   "reclaim: alloc 2048 + free, per s"]

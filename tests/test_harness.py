@@ -38,6 +38,15 @@ check(harness.median([5, None, 1, 3]) == 3, "median skips missing values")
 check(raises(lambda: harness.median([]), ValueError), "median of nothing is an error")
 check(harness.ratio(10.0, 4.0) == 2.5, "ratio")
 check(harness.ratio(1.0, 0.0) is None, "ratio to zero is undefined")
+# a slow spell on two of strata's three runs (the zsh table of one make bench)
+spell = [dict(allocator=a, run=n + 1, case="string", ms=v)
+         for a, vs in (("strata", (529, 311, 553)), ("glibc", (323, 321, 563))) for n, v in enumerate(vs)]
+check(abs(harness.paired_ratio(spell, "glibc", "strata", "string", "ms") - 563 / 553) < 1e-9,
+      "paired ratio: the median of the run-by-run ratios")
+check([round(r, 2) for r in harness.paired_ratios(spell, "glibc", "strata", "string", "ms")] == [0.61, 1.02, 1.03],
+      "paired ratios, sorted")
+check(raises(lambda: harness.paired_ratio(spell, "glibc", "strata", "search", "ms"), ValueError),
+      "paired ratio of a case with no runs is an error")
 
 # fields printed by the benchmark programs
 fields = harness.parse_fields("threads=2 ops_per_sec=1.5e6 name=strata junk")
