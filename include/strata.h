@@ -300,6 +300,16 @@ void strata_ctx_set_destructor(const void *p, strata_ctx_destructor fn);
 void strata_ctx_set_name(const void *p, const char *name);
 const char *strata_ctx_name(const void *p);
 
+/* Typed contexts, as talloc(ctx, type) and talloc_get_type_abort:
+ * strata_ctx_new allocates a zeroed `type` under parent, named after the
+ * type; strata_ctx_get_type returns p as a `type *` when p was named so (by
+ * strata_ctx_new or strata_ctx_set_name), and otherwise reports the address
+ * and both names and aborts. NULL stays NULL. */
+#define strata_ctx_new(parent, type) ((type *)strata_ctx_typed((parent), sizeof(type), #type))
+#define strata_ctx_get_type(p, type) ((type *)strata_ctx_check_name((p), #type))
+void *strata_ctx_typed(const void *parent, size_t n, const char *name);
+void *strata_ctx_check_name(const void *p, const char *name);
+
 /* Copies under parent. strndup copies at most n bytes and terminates. */
 char *strata_ctx_strdup(const void *parent, const char *s);
 char *strata_ctx_strndup(const void *parent, const char *s, size_t n);

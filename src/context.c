@@ -775,6 +775,27 @@ STRATA_EXPORT const char *strata_ctx_name(const void *p)
     return (c->flags & CTX_NAMED) ? c->name : NULL;
 }
 
+STRATA_EXPORT void *strata_ctx_typed(const void *parent, size_t n, const char *name)
+{
+    void *p = strata_ctx_zalloc(parent, n);
+    strata_ctx_set_name(p, name);
+    return p;
+}
+
+STRATA_EXPORT void *strata_ctx_check_name(const void *p, const char *name)
+{
+    if (p == NULL)
+        return NULL;
+    struct ctx *c = ctx_of(p);
+    const char *has = (c->flags & CTX_NAMED) ? c->name : NULL;
+    if (likely(has == name || (has != NULL && strcmp(has, name) == 0)))
+        return (void *)(uintptr_t)p;
+    char what[160];
+    snprintf(what, sizeof what, "context of type '%.60s' used as '%.60s'", has != NULL ? has : "(unnamed)",
+             name);
+    report_fatal(what, p);
+}
+
 STRATA_EXPORT void *strata_ctx_memdup(const void *parent, const void *src, size_t n)
 {
     void *p = strata_ctx_alloc(parent, n);

@@ -81,6 +81,33 @@ static void test_shape(void)
     CHECK(strata_ctx_free(NULL) == -1 && strata_ctx_steal(root, NULL) == NULL);
 }
 
+struct point {
+    int x, y;
+};
+struct circle {
+    struct point *centre;
+    double radius;
+};
+
+/* Typed contexts: named after their type, checked on the way back. */
+static void test_typed(void)
+{
+    struct circle *c = strata_ctx_new(NULL, struct circle);
+    CHECK(c != NULL && c->centre == NULL && c->radius == 0.0 && strata_ctx_size(c) == sizeof *c);
+    CHECK(strcmp(strata_ctx_name(c), "struct circle") == 0);
+    c->centre = strata_ctx_new(c, struct point);
+    void *opaque = c->centre;
+    CHECK(strata_ctx_get_type(opaque, struct point) == c->centre);
+    CHECK(strata_ctx_get_type((void *)c, struct circle) == c);
+    CHECK(strata_ctx_get_type(NULL, struct circle) == NULL);
+    /* A name set by hand, equal but not the same pointer, matches too. */
+    char *named = strata_ctx_alloc(c, 8);
+    char type_name[] = "struct point";
+    strata_ctx_set_name(named, type_name);
+    CHECK(strata_ctx_get_type(named, struct point) == (void *)named && TREE_OK(c));
+    strata_ctx_free(c);
+}
+
 /* Siblings in every position are unlinked correctly (head, middle, tail). */
 static void test_sibling_positions(void)
 {
@@ -792,6 +819,14 @@ static int run_case(const char *name)
         char *a = strata_ctx_alloc(NULL, 1);
         say(a);
         strata_ctx_steal(a, a);
+    } else if (strcmp(name, "wrong-type") == 0) {
+        struct point *p = strata_ctx_new(NULL, struct point);
+        say(p);
+        strata_ctx_get_type((void *)p, struct circle);
+    } else if (strcmp(name, "untyped") == 0) {
+        char *p = strata_ctx_alloc(NULL, 16);
+        say(p);
+        strata_ctx_get_type(p, struct circle);
     } else if (strcmp(name, "use-after-free-in-pool") == 0) {
         char *pool = strata_ctx_pool(NULL, 1024);
         char *keep = strata_ctx_alloc(pool, 50);
@@ -827,6 +862,10 @@ static void test_misuse(void)
     CHECK(aborted(&o) && reports(&o, "not a strata context"));
     o = check_spawn("steal-under-descendant", NULL);
     CHECK(aborted(&o) && reports(&o, "stolen under itself or one of its descendants"));
+    o = check_spawn("wrong-type", NULL);
+    CHECK(aborted(&o) && reports(&o, "context of type 'struct point' used as 'struct circle'"));
+    o = check_spawn("untyped", NULL);
+    CHECK(aborted(&o) && reports(&o, "context of type '(unnamed)' used as 'struct circle'"));
     o = check_spawn("steal-under-itself", NULL);
     CHECK(aborted(&o) && reports(&o, "stolen under itself or one of its descendants"));
     const char *sanitizer = getenv("SANITIZER");
@@ -843,6 +882,7 @@ int main(int argc, char **argv)
     if (argc == 2)
         return run_case(argv[1]);
     test_shape();
+    test_typed();
     test_sibling_positions();
     test_destructors();
     test_reentrant_free();
