@@ -286,7 +286,7 @@ int strata_ctx_free_children(void *p);
  * them (a steal never fails for a limit). A context that is being freed
  * (from a destructor) cannot be moved: NULL with EBUSY. */
 void *strata_ctx_steal(const void *new_parent, const void *p);
-/* p's parent, NULL for a root. Costs a walk over p's newer siblings. */
+/* p's parent, NULL for a root. */
 void *strata_ctx_parent(const void *p);
 
 /* fn NULL removes the destructor. */
@@ -406,10 +406,8 @@ static inline void *strata_ctx_alloc_inline(const void *parent, size_t n)
                 c->prev = NULL;
                 c->parent = p;
                 c->next = head;
-                if (head != NULL) {
+                if (head != NULL)
                     head->prev = c;
-                    head->parent = NULL;
-                }
                 p->child = c;
                 return c + 1;
             }

@@ -1,7 +1,7 @@
 /* context.c: talloc-style context trees over the general allocator. Each
  * context is an 80-byte header followed by its payload; siblings form a
- * doubly linked list, newest first, and only the newest (the head) holds the
- * parent pointer, so a node is linked, unlinked or moved in O(1).
+ * doubly linked list, newest first, each pointing to the parent, so linking,
+ * unlinking, finding the parent and checking a steal are O(1) or O(depth).
  * Invariants: a live header's magic is CTX_MAGIC, a freed one's CTX_FREED;
  * a pool's `chunks` counts its live carved chunks; a limit's `used` is the
  * payload bytes of its owner's subtree. One thread per tree (no locks). */
@@ -53,7 +53,7 @@ struct ctx_pool {
 
 struct ctx {
     struct ctx *next, *prev; /* siblings, newest first */
-    struct ctx *parent;      /* set in the head of a sibling list only */
+    struct ctx *parent;      /* NULL for a root */
     struct ctx *child;       /* the newest child */
     size_t size;             /* payload bytes asked for */
     strata_ctx_destructor destructor; /* read only under CTX_DESTRUCTOR */
@@ -120,10 +120,8 @@ static inline struct ctx *ctx_or_root(const void *p)
     return p == NULL ? NULL : ctx_of(p);
 }
 
-static struct ctx *parent_of(const struct ctx *c)
+static inline struct ctx *parent_of(const struct ctx *c)
 {
-    while (c->prev != NULL)
-        c = c->prev;
     return c->parent;
 }
 
@@ -137,7 +135,6 @@ static inline void link_under(struct ctx *c, struct ctx *parent)
     struct ctx *head = parent->child;
     if (head != NULL) {
         head->prev = c;
-        head->parent = NULL;
         c->next = head;
     }
     parent->child = c;
@@ -153,10 +150,8 @@ static inline void detach(struct ctx *c)
     } else {
         if (c->parent != NULL)
             c->parent->child = c->next;
-        if (c->next != NULL) {
+        if (c->next != NULL)
             c->next->prev = NULL;
-            c->next->parent = c->parent;
-        }
     }
 }
 
@@ -166,7 +161,9 @@ static inline void unlink_node(struct ctx *c)
     c->next = c->prev = c->parent = NULL;
 }
 
-/* After a header moved (copied to `fresh`), points its neighbours at it. */
+/* After a header moved (copied to `fresh`), points its neighbours and its
+ * children at it: O(children), which growth in geometric steps (size
+ * classes, mremap headroom) amortises. */
 static void relink_moved(struct ctx *fresh)
 {
     if (fresh->prev != NULL)
@@ -175,8 +172,8 @@ static void relink_moved(struct ctx *fresh)
         fresh->parent->child = fresh;
     if (fresh->next != NULL)
         fresh->next->prev = fresh;
-    if (fresh->child != NULL)
-        fresh->child->parent = fresh;
+    for (struct ctx *child = fresh->child; child != NULL; child = child->next)
+        child->parent = fresh;
 }
 
 /* ---- limits ---------------------------------------------------------------- */
@@ -541,10 +538,8 @@ static void free_descendants(struct ctx *top)
                 c = next;
             } while (c != NULL && plain_leaf(c));
             x->child = c;
-            if (c != NULL) {
+            if (c != NULL)
                 c->prev = NULL;
-                c->parent = x;
-            }
         }
         if (c != NULL) {
             if (unlikely(c->flags & CTX_FREEING)) /* frees_a_running_destructor refuses this */
@@ -561,20 +556,8 @@ static void free_descendants(struct ctx *top)
         }
         if (x == top)
             return;
-        /* x is normally its parent's newest child; a destructor may have
-         * added newer ones. */
-        struct ctx *up;
-        if (likely(x->prev == NULL)) {
-            up = x->parent;
-            up->child = x->next;
-            if (x->next != NULL) {
-                x->next->prev = NULL;
-                x->next->parent = up;
-            }
-        } else {
-            up = parent_of(x);
-            detach(x);
-        }
+        struct ctx *up = x->parent;
+        detach(x);
         release(x);
         x = up;
     }
@@ -618,7 +601,6 @@ STRATA_EXPORT int strata_ctx_free(void *p)
     if (unlikely(child != NULL)) {
         c->child = child;
         child->prev = NULL;
-        child->parent = c;
         c->flags |= CTX_FREEING;
         free_descendants(c);
     }
@@ -934,8 +916,8 @@ static void check_node(struct ctx *c, unsigned depth, void *arg)
         s->problem = "a context in the tree is not live";
     else if (c->next != NULL && c->next->prev != c)
         s->problem = "next's prev does not point back";
-    else if (c->prev != NULL && c->parent != NULL)
-        s->problem = "a context that is not the newest sibling holds a parent";
+    else if (c->next != NULL && c->next->parent != c->parent)
+        s->problem = "siblings disagree about their parent";
     else if (c->child != NULL && (c->child->prev != NULL || c->child->parent != c))
         s->problem = "the newest child does not point to its parent";
     else if (!(c->flags & CTX_LIMITED) != (c->limit == NULL) ||

@@ -350,6 +350,15 @@ static void test_realloc(void)
     errno = 0;
     CHECK(strata_ctx_realloc(NULL, q, SIZE_MAX - 100) == NULL && errno == ENOMEM && strata_ctx_size(q) == 0);
     strata_ctx_set_destructor(q, NULL);
+    /* A moved context with many children: every child follows, the oldest
+     * (last in the sibling list) too. */
+    char *many = strata_ctx_alloc(root, 16);
+    char *oldest = strata_ctx_alloc(many, 1);
+    for (int i = 0; i < 999; i++)
+        strata_ctx_alloc(many, 1);
+    char *moved = strata_ctx_realloc(NULL, many, 5000);
+    CHECK(moved != many && strata_ctx_parent(oldest) == moved && strata_ctx_total_blocks(moved) == 1001);
+    CHECK(TREE_OK(root));
     strata_ctx_free(root);
 }
 
