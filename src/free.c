@@ -115,12 +115,6 @@ void free_slow(void *p)
         report_warning("free of a pointer strata did not allocate, ignored", p);
 }
 
-size_t small_usable_size(const void *p)
-{
-    struct page *page = page_of(segment_of(p), p);
-    return page->in_use ? page->block_size : 0;
-}
-
 void free_lock_all(void)
 {
     pthread_mutex_lock(&abandoned_lock);

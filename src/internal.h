@@ -120,7 +120,14 @@ struct heap {
 };
 
 /* ---- os.c: every system call ------------------------------------------ */
-size_t os_page_size(void);
+/* The page size, read once (inline: large realloc asks it at every step). */
+extern size_t os_page_bytes;
+size_t os_page_size_slow(void);
+static inline size_t os_page_size(void)
+{
+    size_t bytes = os_page_bytes;
+    return likely(bytes != 0) ? bytes : os_page_size_slow();
+}
 /* Maps `size` bytes (page multiple) of fresh zeroed memory; NULL on failure. */
 void *os_map(size_t size);
 /* Maps `size` bytes aligned to `alignment` (power of two >= page size). */
@@ -289,8 +296,6 @@ void free_abandoned(struct page *page, struct block *block);
 void free_fork_child(void);
 void free_lock_all(void);
 void free_unlock_all(void);
-/* Usable size of a small block, or 0 if `p` is not a live strata block. */
-size_t small_usable_size(const void *p);
 
 /* ---- large.c: blocks mapped directly ------------------------------------ */
 void *large_alloc(size_t size, size_t alignment);
@@ -316,7 +321,15 @@ const char *ctx_check(const void *p);
 size_t ctx_pool_chunks(const void *pool); /* live chunks carved from it */
 size_t ctx_pool_used(const void *pool);   /* bytes below its cursor */
 
-/* ---- inline fast paths -------------------------------------------------- */
+/* ---- inline fast paths ------------------------------------------------- */
+/* The usable size of a block in a segment, 0 when its page holds no class
+ * (inline: realloc asks it at every step of a string grown in place). */
+static inline size_t small_usable_size(const void *p)
+{
+    struct page *page = page_of(segment_of(p), p);
+    return page->in_use ? page->block_size : 0;
+}
+
 static inline void *block_pop(struct page *page)
 {
     struct block *block = page->free;

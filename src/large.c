@@ -335,18 +335,19 @@ size_t large_usable_size(const void *p)
 
 void *large_realloc(void *p, size_t size)
 {
-    size_t page = os_page_size();
-    if (size > (size_t)PTRDIFF_MAX - page - size / 8 - LARGE_HEADER) {
-        errno = ENOMEM;
-        return NULL;
-    }
     /* A string grown in small steps reallocs thousands of times between
-     * moves: those calls only read the header. */
+     * moves: those calls only read the header (a size that stays fits in
+     * the mapping, so it cannot overflow below). */
     struct large_header *quick = quick_header(p);
     if (quick != NULL && !strata_options.check &&
         stays(quick->map_size - quick->offset, quick->asked, size)) {
         quick->asked = size;
         return p;
+    }
+    size_t page = os_page_size();
+    if (size > (size_t)PTRDIFF_MAX - page - size / 8 - LARGE_HEADER) {
+        errno = ENOMEM;
+        return NULL;
     }
     pthread_mutex_lock(&large_lock);
     struct large_entry *entry = lookup((uintptr_t)p);

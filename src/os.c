@@ -10,18 +10,16 @@
 
 #include "internal.h"
 
-static size_t page_size_cached;
+size_t os_page_bytes;
 static _Atomic size_t map_calls;
 static _Atomic size_t mapped_bytes;
 static _Atomic size_t purged_bytes;
 
-size_t os_page_size(void)
+size_t os_page_size_slow(void)
 {
-    if (unlikely(page_size_cached == 0)) {
-        long size = sysconf(_SC_PAGESIZE);
-        page_size_cached = size > 0 ? (size_t)size : 4096;
-    }
-    return page_size_cached;
+    long size = sysconf(_SC_PAGESIZE);
+    os_page_bytes = size > 0 ? (size_t)size : 4096;
+    return os_page_bytes;
 }
 
 size_t os_map_count(void)
