@@ -1,6 +1,6 @@
 /* bench/arena.c: the arena tables (seeds 000, 001, 003). One kind of
  * allocator per run (-k strata|obstack|apr|malloc), so resident figures do
- * not mix:
+ * not mix; the command test takes several (-k strata,apr), in turns:
  *   command: per "command", mark, 200 allocations of 8..200 bytes written
  *            to, release; allocations per second.
  *   spike:   256 MB in 100-byte pieces, released; resident MB before, at
@@ -168,15 +168,39 @@ static void command_of(size_t kind, long rounds)
     }
 }
 
-static void command(const struct kind *k, long rounds)
+#define KIND_COUNT (sizeof kinds / sizeof kinds[0])
+#define SLICES 10
+
+/* The command loop for each kind named in `list` (comma-separated); several
+ * kinds take turns in ten slices, so that this machine's slow spells fall on
+ * all of them alike. */
+static int command(char *list, long rounds)
 {
-    k->setup();
+    size_t chosen[KIND_COUNT], count = 0;
+    for (char *name = strtok(list, ","); name != NULL && count < KIND_COUNT; name = strtok(NULL, ",")) {
+        size_t i = 0;
+        while (i < KIND_COUNT && strcmp(kinds[i].name, name) != 0)
+            i++;
+        if (i == KIND_COUNT) {
+            fprintf(stderr, "unknown kind %s\n", name);
+            return 2;
+        }
+        kinds[i].setup();
+        chosen[count++] = i;
+    }
     for (size_t i = 0; i < SIZES; i++)
         command_sizes[i] = (unsigned short)(8 + bench_random(&rng) % 193);
-    double start = bench_now();
-    command_of((size_t)(k - kinds), rounds);
-    double seconds = bench_now() - start;
-    printf("kind=%s allocs_per_sec=%.0f\n", k->name, 200.0 * (double)rounds / seconds);
+    double seconds[KIND_COUNT] = {0};
+    for (int slice = 0; slice < SLICES; slice++)
+        for (size_t c = 0; c < count; c++) {
+            double start = bench_now();
+            command_of(chosen[c], rounds / SLICES);
+            seconds[c] += bench_now() - start;
+        }
+    for (size_t c = 0; c < count; c++)
+        printf("kind=%s allocs_per_sec=%.0f\n", kinds[chosen[c]].name,
+               200.0 * (double)(rounds / SLICES * SLICES) / seconds[c]);
+    return 0;
 }
 
 static void spike(const struct kind *k, size_t mb)
@@ -249,6 +273,12 @@ int main(int argc, char **argv)
             printf("kind=%s\n", kinds[i].name);
         return 0;
     }
+    if (strcmp(argv[1], "command") == 0) {
+        char list[256];
+        snprintf(list, sizeof list, "%s", kind);
+        int status = command(list, rounds);
+        return status != 0 ? status : sink == 42 ? 3 : 0;
+    }
     const struct kind *k = NULL;
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
         if (strcmp(kinds[i].name, kind) == 0)
@@ -257,9 +287,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "unknown kind %s\n", kind);
         return 2;
     }
-    if (strcmp(argv[1], "command") == 0)
-        command(k, rounds);
-    else if (strcmp(argv[1], "spike") == 0)
+    if (strcmp(argv[1], "spike") == 0)
         spike(k, mb);
     else if (strcmp(argv[1], "string") == 0)
         string(k, max, repeats);
