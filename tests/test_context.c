@@ -779,6 +779,129 @@ static void test_model(void)
     CHECK(left == 0);
 }
 
+/* ---- destructors that change the tree while it is freed ---------------------------
+ * Every context under a world root W has a destructor that records its
+ * death, and at random refuses, allocates, frees another context, or tries
+ * to steal itself (refused: EBUSY). After each free from outside, the
+ * contexts the destructors say are alive must be exactly W's subtree, with
+ * their contents intact and the tree's invariants holding. */
+#define STORM_SLOTS 400
+
+struct storm_node {
+    char *p;
+    unsigned char fill;
+};
+
+static struct storm_node storm[STORM_SLOTS];
+static char *storm_world;
+static unsigned long long storm_rng;
+static int storm_budget, storm_errors;
+
+static int storm_destructor(void *p);
+
+static int storm_find(const void *p)
+{
+    for (int i = 0; i < STORM_SLOTS; i++)
+        if (storm[i].p == p)
+            return i;
+    return -1;
+}
+
+static int storm_pick(void)
+{
+    for (int tries = 0; tries < 8; tries++) {
+        int s = (int)(check_random(&storm_rng) % STORM_SLOTS);
+        if (storm[s].p != NULL)
+            return s;
+    }
+    return -1;
+}
+
+static void storm_add(void *parent)
+{
+    for (int i = 0; i < STORM_SLOTS; i++)
+        if (storm[i].p == NULL) {
+            size_t size = 1 + (size_t)(check_random(&storm_rng) % 64);
+            char *p = strata_ctx_alloc(parent, size);
+            storm[i].p = p;
+            storm[i].fill = (unsigned char)(i + 1);
+            memset(p, storm[i].fill, size);
+            strata_ctx_set_destructor(p, storm_destructor);
+            return;
+        }
+}
+
+static int storm_destructor(void *p)
+{
+    int self = storm_find(p);
+    if (self < 0) {
+        storm_errors++;
+        return 0;
+    }
+    unsigned action = (unsigned)(check_random(&storm_rng) % 16);
+    if (action == 0)
+        return -1; /* refused: it stays, moved up */
+    if (storm_budget > 0) {
+        storm_budget--;
+        int other = storm_pick();
+        if (action == 1 && other >= 0)
+            storm_add(storm[other].p); /* may be under the tree being freed */
+        else if (action == 2 && other >= 0 && other != self)
+            strata_ctx_free(storm[other].p); /* 0, or -1 when refused or an ancestor */
+        else if (action == 3) {
+            errno = 0;
+            if (strata_ctx_steal(storm_world, p) != NULL || errno != EBUSY)
+                storm_errors++;
+        }
+    }
+    storm[self].p = NULL; /* it goes once this returns 0 */
+    return 0;
+}
+
+static int storm_consistent(void)
+{
+    size_t alive = 0;
+    for (int i = 0; i < STORM_SLOTS; i++) {
+        if (storm[i].p == NULL)
+            continue;
+        alive++;
+        size_t size = strata_ctx_size(storm[i].p);
+        for (size_t k = 0; k < size; k++)
+            if ((unsigned char)storm[i].p[k] != storm[i].fill)
+                return 0;
+        void *a = storm[i].p;
+        while (a != NULL && a != storm_world)
+            a = strata_ctx_parent(a);
+        if (a != storm_world)
+            return 0;
+    }
+    return strata_ctx_total_blocks(storm_world) == alive + 1 && ctx_check(storm_world) == NULL;
+}
+
+static void test_destructor_storm(void)
+{
+    storm_rng = 2011;
+    storm_world = strata_ctx_alloc(NULL, 0);
+    int inconsistent = 0;
+    for (int step = 0; step < 3000; step++) {
+        int s = storm_pick();
+        if (s < 0 || check_random(&storm_rng) % 3 != 0) {
+            int parent = storm_pick();
+            storm_add(parent < 0 || check_random(&storm_rng) % 4 == 0 ? storm_world : storm[parent].p);
+            continue;
+        }
+        storm_budget = 8;
+        strata_ctx_free(storm[s].p);
+        if (step % 10 == 0)
+            inconsistent += !storm_consistent();
+    }
+    CHECK(inconsistent == 0 && storm_errors == 0 && storm_consistent());
+    for (int i = 0; i < STORM_SLOTS; i++)
+        if (storm[i].p != NULL)
+            strata_ctx_set_destructor(storm[i].p, NULL);
+    CHECK(strata_ctx_free(storm_world) == 0);
+}
+
 /* ---- misuse: each in a child process, which must abort naming the address ------------------ */
 
 static char not_a_context[256];
@@ -906,6 +1029,7 @@ int main(int argc, char **argv)
     test_handoff();
     test_threads();
     test_model();
+    test_destructor_storm();
     if (children_runnable())
         test_misuse();
     return check_finish();
