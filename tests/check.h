@@ -113,6 +113,23 @@ static inline int children_runnable(void)
     return 0;
 }
 
+/* A misuse case prints the address it misuses, alone on its first line. */
+static inline void say_address(const void *p)
+{
+    printf("%p\n", p);
+    fflush(stdout);
+}
+
+/* Whether the child's output has a report starting with `prefix` (say,
+ * "strata: error: ") that names `what` and the address from its first line. */
+static inline int check_reports(const struct outcome *o, const char *prefix, const char *what)
+{
+    char address[64] = "";
+    sscanf(o->output, "%63s", address);
+    const char *line = strstr(o->output, prefix);
+    return line != NULL && strstr(line, what) != NULL && strstr(line, address) != NULL;
+}
+
 static inline int aborted(const struct outcome *o)
 {
     return WIFSIGNALED(o->status) && WTERMSIG(o->status) == SIGABRT;

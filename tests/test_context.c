@@ -906,58 +906,52 @@ static void test_destructor_storm(void)
 
 static char not_a_context[256];
 
-static void say(const void *p)
-{
-    printf("%p\n", p);
-    fflush(stdout);
-}
-
 static int run_case(const char *name)
 {
     if (strcmp(name, "double-free") == 0) {
         char *root = strata_ctx_alloc(NULL, 0);
         char *p = strata_ctx_alloc(root, 50);
-        say(p);
+        say_address(p);
         strata_ctx_free(p);
         strata_ctx_free(p);
     } else if (strcmp(name, "double-free-pool-chunk") == 0) {
         char *pool = strata_ctx_pool(NULL, 1024);
         char *p = strata_ctx_alloc(pool, 50);
         strata_ctx_alloc(pool, 50);
-        say(p);
+        say_address(p);
         strata_ctx_free(p);
         strata_ctx_free(p);
     } else if (strcmp(name, "freed-parent") == 0) {
         char *root = strata_ctx_alloc(NULL, 0);
-        say(root);
+        say_address(root);
         strata_ctx_free(root);
         strata_ctx_alloc(root, 10);
     } else if (strcmp(name, "foreign") == 0) {
-        say(not_a_context + 128);
+        say_address(not_a_context + 128);
         strata_ctx_free(not_a_context + 128);
     } else if (strcmp(name, "malloc-block") == 0) {
         char *p = strata_malloc(200);
         memset(p, 0, 200);
-        say(p);
+        say_address(p);
         strata_ctx_free(p);
     } else if (strcmp(name, "steal-under-descendant") == 0) {
         char *root = strata_ctx_alloc(NULL, 0);
         char *a = strata_ctx_alloc(root, 1);
         char *a1 = strata_ctx_alloc(a, 1);
         char *a11 = strata_ctx_alloc(a1, 1);
-        say(a);
+        say_address(a);
         strata_ctx_steal(a11, a);
     } else if (strcmp(name, "steal-under-itself") == 0) {
         char *a = strata_ctx_alloc(NULL, 1);
-        say(a);
+        say_address(a);
         strata_ctx_steal(a, a);
     } else if (strcmp(name, "wrong-type") == 0) {
         struct point *p = strata_ctx_new(NULL, struct point);
-        say(p);
+        say_address(p);
         strata_ctx_get_type((void *)p, struct circle);
     } else if (strcmp(name, "untyped") == 0) {
         char *p = strata_ctx_alloc(NULL, 16);
-        say(p);
+        say_address(p);
         strata_ctx_get_type(p, struct circle);
     } else if (strcmp(name, "use-after-free-in-pool") == 0) {
         char *pool = strata_ctx_pool(NULL, 1024);
@@ -972,34 +966,30 @@ static int run_case(const char *name)
     return 0;
 }
 
-static int reports(const struct outcome *o, const char *what)
-{
-    char address[64] = "";
-    sscanf(o->output, "%63s", address);
-    const char *line = strstr(o->output, "strata: error: ");
-    return line != NULL && strstr(line, what) != NULL && strstr(line, address) != NULL;
-}
-
 static void test_misuse(void)
 {
     struct outcome o = check_spawn("double-free", NULL);
-    CHECK(aborted(&o) && reports(&o, "context used after it was freed"));
+    CHECK(aborted(&o) && check_reports(&o, "strata: error: ", "context used after it was freed"));
     o = check_spawn("double-free-pool-chunk", NULL);
-    CHECK(aborted(&o) && reports(&o, "context used after it was freed"));
+    CHECK(aborted(&o) && check_reports(&o, "strata: error: ", "context used after it was freed"));
     o = check_spawn("freed-parent", NULL);
-    CHECK(aborted(&o) && reports(&o, "context used after it was freed"));
+    CHECK(aborted(&o) && check_reports(&o, "strata: error: ", "context used after it was freed"));
     o = check_spawn("foreign", NULL);
-    CHECK(aborted(&o) && reports(&o, "not a strata context"));
+    CHECK(aborted(&o) && check_reports(&o, "strata: error: ", "not a strata context"));
     o = check_spawn("malloc-block", NULL);
-    CHECK(aborted(&o) && reports(&o, "not a strata context"));
+    CHECK(aborted(&o) && check_reports(&o, "strata: error: ", "not a strata context"));
     o = check_spawn("steal-under-descendant", NULL);
-    CHECK(aborted(&o) && reports(&o, "stolen under itself or one of its descendants"));
+    CHECK(aborted(&o) && check_reports(&o, "strata: error: ",
+                                       "stolen under itself or one of its descendants"));
     o = check_spawn("wrong-type", NULL);
-    CHECK(aborted(&o) && reports(&o, "context of type 'struct point' used as 'struct circle'"));
+    CHECK(aborted(&o) && check_reports(&o, "strata: error: ",
+                                       "context of type 'struct point' used as 'struct circle'"));
     o = check_spawn("untyped", NULL);
-    CHECK(aborted(&o) && reports(&o, "context of type '(unnamed)' used as 'struct circle'"));
+    CHECK(aborted(&o) && check_reports(&o, "strata: error: ",
+                                       "context of type '(unnamed)' used as 'struct circle'"));
     o = check_spawn("steal-under-itself", NULL);
-    CHECK(aborted(&o) && reports(&o, "stolen under itself or one of its descendants"));
+    CHECK(aborted(&o) && check_reports(&o, "strata: error: ",
+                                       "stolen under itself or one of its descendants"));
     const char *sanitizer = getenv("SANITIZER");
     if (sanitizer != NULL && strcmp(sanitizer, "asan") == 0) {
         o = check_spawn("use-after-free-in-pool", NULL);
