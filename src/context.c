@@ -176,22 +176,27 @@ static void relink_moved(struct ctx *fresh)
         child->parent = fresh;
 }
 
+static inline void set_flag(struct ctx *c, uint32_t flag, bool on)
+{
+    c->flags = on ? c->flags | flag : c->flags & ~flag;
+}
+
 /* ---- limits ---------------------------------------------------------------- */
+
+/* Adds n to every limit from `limit` up, whether or not they have room. */
+static void limit_force(struct ctx_limit *limit, size_t n)
+{
+    for (struct ctx_limit *l = limit; l != NULL; l = l->up)
+        l->used += n;
+}
 
 static bool limit_take(struct ctx_limit *limit, size_t n)
 {
     for (struct ctx_limit *l = limit; l != NULL; l = l->up)
         if (l->used > l->max || n > l->max - l->used)
             return false;
-    for (struct ctx_limit *l = limit; l != NULL; l = l->up)
-        l->used += n;
+    limit_force(limit, n);
     return true;
-}
-
-static void limit_force(struct ctx_limit *limit, size_t n)
-{
-    for (struct ctx_limit *l = limit; l != NULL; l = l->up)
-        l->used += n;
 }
 
 static void limit_give(struct ctx_limit *limit, size_t n)
@@ -261,7 +266,7 @@ static void retarget_limit(struct ctx *c, unsigned depth, void *arg)
     (void)depth;
     if (c->limit == r->from) {
         c->limit = r->to;
-        c->flags = r->to != NULL ? c->flags | CTX_LIMITED : c->flags & ~(uint32_t)CTX_LIMITED;
+        set_flag(c, CTX_LIMITED, r->to != NULL);
     } else if ((c->flags & CTX_OWN_LIMIT) && c->limit->up == r->from)
         c->limit->up = r->to;
 }
@@ -437,13 +442,7 @@ STRATA_EXPORT void *strata_ctx_pool(const void *parent, size_t size)
     pool->chunks = 0;
     pool->alive = 1;
     memory_released(pool->cursor, size);
-    c->child = NULL;
-    c->size = 0;
-    c->pool = pool;
-    c->limit = p != NULL ? p->limit : NULL;
-    c->flags = c->limit != NULL ? CTX_POOL | CTX_LIMITED : CTX_POOL;
-    c->magic = CTX_MAGIC;
-    link_under(c, p);
+    header_init(c, p, 0, pool, CTX_POOL);
     return payload_of(c);
 }
 
@@ -672,16 +671,16 @@ STRATA_EXPORT void *strata_ctx_realloc(const void *parent, void *p, size_t n)
     }
     size_t was = extent_of(old), now = extent_of(n);
     struct ctx *fresh;
-    if (c->flags & CTX_IN_POOL) {
-        struct ctx_pool *pool = c->pool;
-        if ((char *)c + was == pool->cursor && now - was <= (size_t)(pool->end - pool->cursor)) {
-            memory_usable((char *)c + was, now - was);
-            pool->cursor = (char *)c + now;
-            c->size = n;
-            return p;
-        }
-        if (unlikely(c->flags & CTX_FREEING))
-            goto busy;
+    struct ctx_pool *pool = (c->flags & CTX_IN_POOL) ? c->pool : NULL;
+    if (pool != NULL && (char *)c + was == pool->cursor && now - was <= (size_t)(pool->end - pool->cursor)) {
+        memory_usable((char *)c + was, now - was);
+        pool->cursor = (char *)c + now;
+        c->size = n;
+        return p;
+    }
+    if (unlikely(c->flags & CTX_FREEING))
+        goto busy; /* moving would pull it from under the free in progress */
+    if (pool != NULL) {
         fresh = pool_carve(pool, now);
         bool carved = fresh != NULL;
         if (!carved) {
@@ -697,8 +696,6 @@ STRATA_EXPORT void *strata_ctx_realloc(const void *parent, void *p, size_t n)
         c->magic = CTX_FREED;
         pool_give_back(pool, c, was);
     } else {
-        if (unlikely(c->flags & CTX_FREEING))
-            goto busy;
         /* A stale pointer to the old block must not look live. */
         c->magic = CTX_FREED;
         fresh = strata_realloc(c, now);
@@ -737,7 +734,7 @@ STRATA_EXPORT void strata_ctx_set_destructor(const void *p, strata_ctx_destructo
         return;
     struct ctx *c = ctx_of(p);
     c->destructor = fn;
-    c->flags = fn != NULL ? c->flags | CTX_DESTRUCTOR : c->flags & ~(uint32_t)CTX_DESTRUCTOR;
+    set_flag(c, CTX_DESTRUCTOR, fn != NULL);
 }
 
 STRATA_EXPORT void strata_ctx_set_name(const void *p, const char *name)
@@ -746,7 +743,7 @@ STRATA_EXPORT void strata_ctx_set_name(const void *p, const char *name)
         return;
     struct ctx *c = ctx_of(p);
     c->name = name;
-    c->flags = name != NULL ? c->flags | CTX_NAMED : c->flags & ~(uint32_t)CTX_NAMED;
+    set_flag(c, CTX_NAMED, name != NULL);
 }
 
 STRATA_EXPORT const char *strata_ctx_name(const void *p)
