@@ -99,7 +99,7 @@ STRATA_EXPORT strata_arena *strata_arena_new(const strata_arena_opts *opts)
     /* Blocks above a quarter chunk get their own mapping: a chunk never
      * wastes more than a quarter on a block that did not fit. */
     a->big_threshold = a->chunk_size / 4;
-    a->inline_threshold = STRATA_ASAN_ACTIVE || instrument_valgrind ? 0 : a->big_threshold;
+    a->inline_threshold = instrument_active() ? 0 : a->big_threshold;
     return a;
 }
 

@@ -438,7 +438,7 @@ STRATA_EXPORT void *strata_ctx_pool(const void *parent, size_t size)
     struct ctx *c = (struct ctx *)(pool + 1);
     pool->cursor = pool_start(pool);
     pool->end = pool->cursor + size;
-    pool->inline_end = STRATA_ASAN_ACTIVE || instrument_valgrind ? NULL : pool->end;
+    pool->inline_end = instrument_active() ? NULL : pool->end;
     pool->chunks = 0;
     pool->alive = 1;
     memory_released(pool->cursor, size);

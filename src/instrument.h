@@ -44,6 +44,14 @@ void instrument_valgrind_mark(void *p, size_t n, _Bool usable);
 #define valgrind_undefined(p, n) \
     ((void)(__builtin_expect(instrument_valgrind, 0) && (instrument_valgrind_mark((p), (n), 1), 1)))
 
+/* Whether released memory is being marked (ASan, or Valgrind found at
+ * start): strata.h's inline paths must then step aside, since they hand out
+ * memory without unmarking it. */
+static inline _Bool instrument_active(void)
+{
+    return STRATA_ASAN_ACTIVE || instrument_valgrind;
+}
+
 /* Memory handed out: usable. Memory released: any access is an error. */
 static inline void memory_usable(void *p, size_t n)
 {
