@@ -171,6 +171,16 @@ static void command_of(size_t kind, long rounds)
 #define KIND_COUNT (sizeof kinds / sizeof kinds[0])
 #define SLICES 10
 
+/* The kind called `name`, or NULL after saying it is unknown. */
+static const struct kind *find_kind(const char *name)
+{
+    for (size_t i = 0; i < KIND_COUNT; i++)
+        if (strcmp(kinds[i].name, name) == 0)
+            return &kinds[i];
+    fprintf(stderr, "unknown kind %s\n", name);
+    return NULL;
+}
+
 /* The command loop for each kind named in `list` (comma-separated); several
  * kinds take turns in ten slices, so that this machine's slow spells fall on
  * all of them alike. */
@@ -178,15 +188,11 @@ static int command(char *list, long rounds)
 {
     size_t chosen[KIND_COUNT], count = 0;
     for (char *name = strtok(list, ","); name != NULL && count < KIND_COUNT; name = strtok(NULL, ",")) {
-        size_t i = 0;
-        while (i < KIND_COUNT && strcmp(kinds[i].name, name) != 0)
-            i++;
-        if (i == KIND_COUNT) {
-            fprintf(stderr, "unknown kind %s\n", name);
+        const struct kind *k = find_kind(name);
+        if (k == NULL)
             return 2;
-        }
-        kinds[i].setup();
-        chosen[count++] = i;
+        k->setup();
+        chosen[count++] = (size_t)(k - kinds);
     }
     for (size_t i = 0; i < SIZES; i++)
         command_sizes[i] = (unsigned short)(8 + bench_random(&rng) % 193);
@@ -269,29 +275,25 @@ int main(int argc, char **argv)
             repeats = atoi(argv[i + 1]);
     }
     if (strcmp(argv[1], "kinds") == 0) {
-        for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+        for (size_t i = 0; i < KIND_COUNT; i++)
             printf("kind=%s\n", kinds[i].name);
         return 0;
     }
     if (strcmp(argv[1], "command") == 0) {
         char list[256];
         snprintf(list, sizeof list, "%s", kind);
-        int status = command(list, rounds);
-        return status != 0 ? status : sink == 42 ? 3 : 0;
+        if (command(list, rounds) != 0)
+            return 2;
+    } else {
+        const struct kind *k = find_kind(kind);
+        if (k == NULL)
+            return 2;
+        if (strcmp(argv[1], "spike") == 0)
+            spike(k, mb);
+        else if (strcmp(argv[1], "string") == 0)
+            string(k, max, repeats);
+        else
+            return 2;
     }
-    const struct kind *k = NULL;
-    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
-        if (strcmp(kinds[i].name, kind) == 0)
-            k = &kinds[i];
-    if (k == NULL) {
-        fprintf(stderr, "unknown kind %s\n", kind);
-        return 2;
-    }
-    if (strcmp(argv[1], "spike") == 0)
-        spike(k, mb);
-    else if (strcmp(argv[1], "string") == 0)
-        string(k, max, repeats);
-    else
-        return 2;
     return sink == 42 ? 3 : 0; /* keeps the writes alive */
 }
