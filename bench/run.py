@@ -226,19 +226,12 @@ class Suite:
                         rows.append(fields)
         harness.write_csv(os.path.join(self.out, "arena.csv"), rows)
         names = ["strata"] + [k for k in kinds if k != "strata"]
-        table = []
-        for name in names:
-            row = [name]
-            value = self.med(rows, name, "command", "allocs_per_sec")
-            row.append(harness.human(value) + ("" if name == "strata" else " (%.2fx)" % harness.paired_ratio(
-                rows, name, "strata", "command", "allocs_per_sec")))
-            row.append(" / ".join("%.0f" % self.med(rows, name, "spike", k)
-                                  for k in ("start_rss_mb", "peak_rss_mb", "after_rss_mb")))
-            for m in sz["strings"]:
-                v = self.med(rows, name, "string%d" % m, "ms_per_string")
-                row.append("%.2f ms" % v + ("" if name == "strata" else " (%.2fx)" % harness.paired_ratio(
-                    rows, name, "strata", "string%d" % m, "ms_per_string")))
-            table.append(row)
+        command = self.ratio_table(rows, ["command"], "allocs_per_sec", harness.human, names)
+        strings = self.ratio_table(rows, ["string%d" % m for m in sz["strings"]], "ms_per_string",
+                                   lambda v: "%.2f ms" % v, names)
+        spike = [" / ".join("%.0f" % self.med(rows, name, "spike", k)
+                            for k in ("start_rss_mb", "peak_rss_mb", "after_rss_mb")) for name in names]
+        table = [c + [s] + t[1:] for c, s, t in zip(command, spike, strings)]
         header = (["arena", "command: allocs/s", "spike %d MB: resident start / peak / after release" % sz["spike_mb"]]
                   + ["string %.0f KB" % (m / 1000) for m in sz["strings"]])
         return ("### arena (seeds 000, 001, 003): strata arenas beside obstack, APR pools, malloc/free\n"
