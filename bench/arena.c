@@ -1,6 +1,7 @@
-/* bench/arena.c: the arena tables (seeds 000, 001, 003). One kind of
- * allocator per run (-k strata|obstack|apr|malloc), so resident figures do
- * not mix; the command test takes several (-k strata,apr), in turns:
+/* bench/arena.c: the arena tables (zsh's perf-test and mmap string test).
+ * One kind of allocator per run (-k strata|obstack|apr|malloc), so resident
+ * figures do not mix; the command test takes several (-k strata,apr), in
+ * turns:
  *   command: per "command", mark, 200 allocations of 8..200 bytes written
  *            to, release; allocations per second.
  *   spike:   256 MB in 100-byte pieces, released; resident MB before, at

@@ -1,10 +1,10 @@
-/* bench/context.c: seed 004's table, talloc's speed test. Kinds
+/* bench/context.c: talloc's pool speed test. Kinds
  * (-k strata-ctx|strata-pool|talloc|talloc-pool|malloc|strata-malloc):
  *   speed:   each round allocates p1 (100 bytes) under the context (or the
  *            pool), p2 = strdup(p1, "foo bar"), p3 (300 bytes) under p1,
  *            then frees p1 (and with it p2, p3); 3 operations a round.
  *            malloc rows do malloc, strdup, malloc and three frees.
- *   reclaim: seed 004's pool case, allocate 2048 bytes / free in a 4096-byte
+ *   reclaim: talloc's pool rule, allocate 2048 bytes / free in a 4096-byte
  *            pool, per second; the context rows do it under a plain context,
  *            the malloc rows with malloc and free.
  * strata's core is linked without the override, so `malloc` is glibc's.

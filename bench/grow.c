@@ -1,4 +1,4 @@
-/* bench/grow.c: seed 003's string test. A string is grown by realloc in
+/* bench/grow.c: zsh's mmap string test. A string is grown by realloc in
  * small steps (appending 10 bytes at a time, as a shell's `s+=...` does) up
  * to a maximum size, then freed; a short-lived temporary is allocated at
  * every step, as an interpreter does between appends. Reports the median

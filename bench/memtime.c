@@ -1,4 +1,4 @@
-/* bench/memtime.c: seed 000's mem-test. Resident memory is sampled every
+/* bench/memtime.c: zsh's mem-test. Resident memory is sampled every
  * 2 ms by a thread that reads /proc/self/statm (without allocating) through
  * a run that allocates a large working set of small blocks, holds it, frees
  * it and then goes on with light work. Prints a summary line (resident at

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bench/run.py: make bench. Runs each seed table's benchmark for strata and
+"""bench/run.py: make bench. Runs each table's benchmark for strata and
 every other allocator on the machine, side by side in one run, and prints the
 tables with each allocator's figure as a ratio to strata's. Raw runs go to
 OUT/<table>.csv, the tables to OUT/tables.md, plots to OUT/*.svg."""
@@ -114,7 +114,7 @@ class Suite:
                                                         ("low_rss_mb", "Low resident"),
                                                         ("low_vm_mb", "Low virtual")])
         self.plot_threads(rows, counts)
-        return ("### threads (seed 002): alloc/free operations per second\n"
+        return ("### threads (the VT-malloc thread benchmark): alloc/free operations per second\n"
                 "16000 blocks of 16..16384 bytes split over the threads, random blocks replaced.\n\n%s\n\n"
                 "Memory in MB, %s / %s threads (Top: peak; Low: all freed, threads exited):\n\n%s\n"
                 % (speed, ends[0], ends[1], harness.markdown_table(header, memory)))
@@ -143,7 +143,7 @@ class Suite:
         table = self.with_peak(rows, cases, self.ratio_table(rows, cases, "ms_per_string",
                                                              lambda v: "%.2f ms" % v), "top_rss_mb")
         header = ["allocator"] + ["%.0f KB: time" % (int(c) / 1000) for c in cases] + ["peak resident MB"]
-        return ("### grow (seed 003): a string grown by realloc in 10-byte steps\n"
+        return ("### grow (zsh's mmap string test): a string grown by realloc in 10-byte steps\n"
                 "Median milliseconds per string (lower is better; ratio = allocator / strata).\n\n%s\n"
                 % harness.markdown_table(header, table))
 
@@ -167,7 +167,7 @@ class Suite:
         table = self.with_peak(rows, cases, self.ratio_table(rows, cases, "ms", lambda v: "%.0f ms" % v),
                                "peak_rss_mb")
         header = ["allocator"] + ["%s_test" % c for c in cases] + ["peak resident MB (%s)" % "/".join(cases)]
-        return ("### zsh (seeds 000/001): the real zsh running perf-test style scripts\n"
+        return ("### zsh (zsh's perf-test): the real zsh running perf-test style scripts\n"
                 "Median wall milliseconds (lower is better) and peak resident memory.\n\n%s\n"
                 % harness.markdown_table(header, table))
 
@@ -196,7 +196,7 @@ class Suite:
                                    ("start_rss_mb", "peak_rss_mb", "after_100ms_rss_mb", "end_rss_mb",
                                     "free_loop_ms")] +
                          ["never" if settle == float("inf") else "%.0f" % settle])
-        return ("### memory over time (seed 000's mem-test): resident MB around a %d MB burst\n"
+        return ("### memory over time (zsh's mem-test): resident MB around a %d MB burst\n"
                 "Small blocks (16..1024 bytes) allocated, held 50 ms, freed; light work goes on.\n\n%s\n"
                 % (mb, harness.markdown_table(header, table)))
 
@@ -234,7 +234,7 @@ class Suite:
         table = [c + [s] + t[1:] for c, s, t in zip(command, spike, strings)]
         header = (["arena", "command: allocs/s", "spike %d MB: resident start / peak / after release" % sz["spike_mb"]]
                   + ["string %.0f KB" % (m / 1000) for m in sz["strings"]])
-        return ("### arena (seeds 000, 001, 003): strata arenas beside obstack, APR pools, malloc/free\n"
+        return ("### arena (zsh's perf-test and mmap string test): strata arenas beside obstack, APR pools, malloc/free\n"
                 "command: mark, 200 allocations of 8..200 bytes written, release (all kinds in one\n"
                 "process, taking turns); spike: 100-byte pieces, released; string: the newest block grown\n"
                 "10 bytes at a time (obstack's growing object, APR doubling by hand, realloc). Ratios are\n"
@@ -242,9 +242,9 @@ class Suite:
                 % (notes, harness.markdown_table(header, table)))
 
     def context(self):
-        """Seed 004: strata contexts and pools beside libtalloc and malloc/free
-        (glibc's, as the program links strata's core without the override,
-        and strata_malloc's)."""
+        """talloc's pool speed test: strata contexts and pools beside
+        libtalloc and malloc/free (glibc's, as the program links strata's
+        core without the override, and strata_malloc's)."""
         program = self.program("context")
         kinds = [f["kind"] for f in harness.run_program([program, "kinds"], None)]
         notes = ("" if "talloc" in kinds else
@@ -280,7 +280,7 @@ class Suite:
                    "%.2fx" % harness.paired_ratio(rows, kind, "strata-ctx", "speed", "ops_per_sec"),
                    harness.human(reclaim[kind])]
             table.append(row)
-        header = ["context (seed 004)", "speed: ops/s", "ratio to strata contexts",
+        header = ["context (talloc's pool speed test)", "speed: ops/s", "ratio to strata contexts",
                   "reclaim: alloc 2048 + free, per s"]
         summary = ""
         if "talloc" in kinds:
@@ -288,10 +288,10 @@ class Suite:
                        "strata pool / talloc_pool: %.2fx (runs %.2fx-%.2fx; target 3x).\n"
                        "(Medians over the runs of the ratio within each run, where the two took turns in one process.)\n\n"
                        % (paired("strata-ctx", "talloc") + paired("strata-pool", "talloc-pool")))
-        return ("### context (seed 004): talloc's speed test\n"
+        return ("### context: talloc's pool speed test\n"
                 "A round: p1 = 100 bytes under the context (or pool), p2 = strdup(p1, \"foo bar\"),\n"
                 "p3 = 300 bytes under p1, free p1; 3 ops a round (malloc rows: three mallocs, three frees).\n"
-                "reclaim: seed 004's loop, 2048 bytes allocated and freed in a 4096-byte pool (contexts:\n"
+                "reclaim: talloc's pool reclaim loop, 2048 bytes allocated and freed in a 4096-byte pool (contexts:\n"
                 "under a plain context; malloc rows: malloc/free).\n\n%s%s%s\n"
                 % (notes, summary, harness.markdown_table(header, table)))
 
@@ -321,7 +321,7 @@ class Suite:
     def plot_threads(self, rows, counts):
         series = {n: [(t, self.med(rows, n, "%d" % t, "ops_per_sec")) for t in counts] for n in self.names}
         self.plot("threads", series, "1:($2/1e6)", "linespoints",
-                  ("threads (seed 002): alloc/free operations per second", "threads", "million ops/s"),
+                  ("threads (the VT-malloc thread benchmark): alloc/free operations per second", "threads", "million ops/s"),
                   "set logscale x 2\nset key left top\n")
 
     def plot_memtime(self, curves, rows):

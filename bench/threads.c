@@ -1,8 +1,9 @@
-/* bench/threads.c: seed 002's table. 16000 blocks of random size 16..16384
- * are split over T threads; each thread replaces random blocks of its share
- * (free + malloc, writing into each block). Reports alloc/free operations
- * per second, peak (Top) and final (Low: everything freed, threads exited)
- * resident and virtual memory. Runs on whatever malloc the process has:
+/* bench/threads.c: the VT-malloc thread benchmark from the AOLserver list,
+ * 2006. 16000 blocks of random size 16..16384 are split over T threads;
+ * each thread replaces random blocks of its share (free + malloc, writing
+ * into each block). Reports alloc/free operations per second, peak (Top)
+ * and final (Low: everything freed, threads exited) resident and virtual
+ * memory. Runs on whatever malloc the process has:
  * bench/run.sh chooses it with LD_PRELOAD. */
 #include <pthread.h>
 #include <stdint.h>

@@ -338,7 +338,7 @@ int strata_ctx_set_limit(const void *p, size_t bytes);
 /* A context whose descendants are carved from one block of `size` bytes:
  * one malloc for many small allocations. Freeing the pool's newest chunk
  * moves its cursor back, and when every chunk is freed it starts again from
- * the beginning (seed 004's rule), so a loop that frees what it allocates,
+ * the beginning (talloc's pool rule), so a loop that frees what it allocates,
  * newest first, never goes back to the system; space freed out of order
  * (or given up by shrinking a chunk that is not the newest) is reused once
  * the pool is empty. What does not fit comes from strata_malloc and is freed

@@ -1,4 +1,4 @@
-# search_test: pattern searches through a large array (seed 000's search_test).
+# search_test: pattern searches through a large array (as in zsh's perf-test).
 local n=${1:-100000} i hits=0
 local -a a
 for (( i = 1; i <= n; i++ )); do a+=("line $i of text $(( i % 97 ))"); done
