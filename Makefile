@@ -13,17 +13,17 @@ BASE_CFLAGS := -std=gnu11 $(WARN) -Iinclude -Isrc -fPIC -fvisibility=hidden -fno
   -D_GNU_SOURCE
 LIBS := -lpthread
 
-CORE := os report options sizeclass segment purge heap free large stats arena context api
+CORE := os report options instrument sizeclass counters purge segment large heap free stats init api arena context
 CORE_OBJ := $(CORE:%=$(BUILD)/obj/%.o)
 ALL_OBJ := $(CORE_OBJ) $(BUILD)/obj/override.o
-HEADERS := include/strata.h src/internal.h src/platform.h src/instrument.h
+HEADERS := include/strata.h $(wildcard src/*.h)
 
 TEST_C := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_C:tests/%.c=$(BUILD)/tests/%)
 BENCH_C := $(wildcard bench/*.c)
 BENCH_BIN := $(BENCH_C:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all test test-deps test-asan test-tsan bench bench-full bench-deps install clean
+.PHONY: all test test-deps test-debug test-asan test-tsan bench bench-full bench-deps install clean
 all: $(BUILD)/libstrata.so $(BUILD)/libstrata.a
 
 $(BUILD)/obj/%.o: src/%.c $(HEADERS)
@@ -67,6 +67,13 @@ $(BUILD)/bench/context: bench/context.c bench/common.h $(CORE_OBJ)
 test: all $(TEST_BIN) $(BENCH_BIN)
 	BUILD=$(BUILD) CC=$(CC) sh tests/run.sh
 
+# The debug build: strata_assert guards the invariants and the checkers run
+# at their checkpoints (page refill and release, thread exit, segment
+# release, the end of a context free, arena release); the whole suite runs
+# on it, the override included.
+test-debug:
+	$(MAKE) BUILD=build-debug CFLAGS="-O1 -g $(DEBUG_FORMAT) -DSTRATA_DEBUG" test
+
 # Sanitizer runs test the strata_* API directly: the sanitizers bring their
 # own malloc, which the override would fight.
 test-asan:
@@ -99,4 +106,4 @@ install: all
 	sed 's|@PREFIX@|$(PREFIX)|' strata.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/strata.pc
 
 clean:
-	rm -rf build build-asan build-tsan build-clang
+	rm -rf build build-asan build-tsan build-clang build-debug

@@ -12,7 +12,8 @@
 
 #define STRATA_BUILDING_LIBRARY 1 /* the out-of-line strata_arena_alloc */
 #include "instrument.h"
-#include "internal.h"
+#include "checkers.h"
+#include "os.h"
 #include "strata.h"
 
 
@@ -84,7 +85,7 @@ static void count_mapped(strata_arena *a, long delta)
 
 STRATA_EXPORT strata_arena *strata_arena_new(const strata_arena_opts *opts)
 {
-    strata_init();
+    config_init();
     strata_arena *a = strata_calloc(1, sizeof *a);
     if (a == NULL)
         return NULL;
@@ -194,6 +195,7 @@ static void *alloc_aligned(strata_arena *a, size_t n, size_t align)
     }
     a->cur = p + need;
     a->last = p;
+    strata_assert(a->cur <= a->end && p >= chunk_data(a->chunk));
     memory_usable(p, need);
     return p;
 }
@@ -289,7 +291,7 @@ STRATA_EXPORT void *strata_arena_grow(strata_arena *a, void *p, size_t n)
     if (b != NULL && p == (char *)b + offset && n > a->big_threshold && !b->pinned) {
         /* The newest big block: remap it, with headroom for more growth. */
         if (n + offset > b->map_size) {
-            size_t map_size = round_up(n + n / 8 + offset, os_page_size());
+            size_t map_size = round_up(n + growth_headroom(n) + offset, os_page_size());
             struct big *moved = os_remap(b, b->map_size, map_size);
             if (moved == NULL) {
                 errno = ENOMEM;
@@ -357,6 +359,59 @@ static void release_to(strata_arena *a, struct chunk *chunk, size_t offset, stru
     a->last = NULL;
 }
 
+/* ---- invariant checker (tests and the debug build) ----------------------- */
+static STRATA_TLS char arena_broken[192];
+
+#define BROKEN(...) (snprintf(arena_broken, sizeof arena_broken, __VA_ARGS__), arena_broken)
+
+const char *arena_check(const strata_arena *a)
+{
+    size_t mapped = 0, chunks = 0, cached = 0, bigs = 0, big_bytes = 0;
+    for (const struct chunk *c = a->chunk; c != NULL; c = c->below, chunks++) {
+        if (c->size != a->chunk_size)
+            return BROKEN("arena %p: chunk %p of %zu bytes, chunks are %zu", (const void *)a,
+                          (const void *)c, c->size, a->chunk_size);
+        const char *top = c == a->chunk ? a->cur : c->top;
+        if (top < (const char *)c + CHUNK_HEADER || top > (const char *)c + c->size)
+            return BROKEN("arena %p: chunk %p stops at %p, outside it", (const void *)a,
+                          (const void *)c, (const void *)top);
+        mapped += c->size;
+    }
+    if (a->chunk != NULL ? a->end != chunk_end(a->chunk) : a->cur != a->end)
+        return BROKEN("arena %p: end %p is not the current chunk's end", (const void *)a,
+                      (const void *)a->end);
+    if (a->last != NULL && (a->chunk == NULL || a->last < chunk_data(a->chunk) || a->last > a->cur))
+        return BROKEN("arena %p: the newest block %p is not in the current chunk below %p",
+                      (const void *)a, (const void *)a->last, (const void *)a->cur);
+    for (const struct chunk *c = a->cache; c != NULL; c = c->below, cached++)
+        mapped += c->size;
+    for (const struct big *b = a->big; b != NULL; b = b->below, bigs++) {
+        if (b->size + BIG_HEADER > b->map_size)
+            return BROKEN("arena %p: big block %p of %zu bytes in a mapping of %zu", (const void *)a,
+                          (const void *)b, b->size, b->map_size);
+        mapped += b->map_size;
+        big_bytes += b->size;
+    }
+    if (chunks != a->chunks || cached != a->cached || bigs != a->bigs || cached > a->keep)
+        return BROKEN("arena %p: %zu chunks, %zu cached, %zu big counted as %zu, %zu (keep %zu), %zu",
+                      (const void *)a, chunks, cached, bigs, a->chunks, a->cached, a->keep, a->bigs);
+    if (mapped != a->mapped || big_bytes != a->big_bytes || a->high_water < a->mapped)
+        return BROKEN("arena %p: %zu bytes mapped and %zu in big blocks, counted as %zu, %zu (high %zu)",
+                      (const void *)a, mapped, big_bytes, a->mapped, a->big_bytes, a->high_water);
+    for (size_t i = 0; i < a->live_count; i++)
+        if ((i > 0 && a->live[i] <= a->live[i - 1]) || a->live[i] > a->serial)
+            return BROKEN("arena %p: live mark %zu has serial %lu after %lu (last given %lu)",
+                          (const void *)a, i, a->live[i], i > 0 ? a->live[i - 1] : 0, a->serial);
+    return NULL;
+}
+
+static void arena_debug_check(const strata_arena *a)
+{
+    const char *broken = arena_check(a);
+    if (broken != NULL)
+        report_assert(__FILE__, __LINE__, "arena_check at a release", "%s", broken);
+}
+
 STRATA_EXPORT void strata_arena_release(strata_arena *a, strata_mark mark)
 {
     size_t i = a->live_count;
@@ -374,12 +429,16 @@ STRATA_EXPORT void strata_arena_release(strata_arena *a, strata_mark mark)
     }
     a->live_count = i - 1;
     release_to(a, mark.chunk, mark.offset, mark.big);
+    if (STRATA_DEBUG_BUILD)
+        arena_debug_check(a);
 }
 
 STRATA_EXPORT void strata_arena_reset(strata_arena *a)
 {
     a->live_count = 0;
     release_to(a, NULL, 0, NULL);
+    if (STRATA_DEBUG_BUILD)
+        arena_debug_check(a);
 }
 
 STRATA_EXPORT void strata_arena_destroy(strata_arena *a)

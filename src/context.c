@@ -13,7 +13,9 @@
 
 #define STRATA_BUILDING_LIBRARY 1 /* the out-of-line strata_ctx_alloc */
 #include "instrument.h"
-#include "internal.h"
+#include "checkers.h"
+#include "fastpath.h"
+#include "os.h"
 #include "strata.h"
 
 #define CTX_MAGIC 0x5c7a7a11u
@@ -306,6 +308,7 @@ static inline struct ctx *pool_carve(struct ctx_pool *pool, size_t extent)
     if (extent > (size_t)(pool->end - pool->cursor))
         return NULL;
     struct ctx *c = (struct ctx *)pool->cursor;
+    strata_assert(extent % CTX_ALIGN == 0);
     pool->cursor += extent;
     pool->chunks++;
     memory_usable(c, extent);
@@ -335,6 +338,8 @@ static inline void pool_give_back(struct ctx_pool *pool, struct ctx *c, size_t e
 {
     if (STRATA_ASAN_ACTIVE || unlikely(pool->inline_end == NULL)) /* instrumented */
         memory_released(payload_of(c), extent - CTX_HEADER);
+    strata_assert_cmp(pool->chunks, >, 0);
+    strata_assert((char *)c >= pool_start(pool) && (char *)c + extent <= pool->cursor);
     if ((char *)c + extent == pool->cursor)
         pool->cursor = (char *)c;
     if (unlikely(--pool->chunks == 0))
@@ -578,11 +583,10 @@ static __attribute__((noinline)) int ctx_free_with_destructor(struct ctx *c)
     return 0;
 }
 
-STRATA_EXPORT int strata_ctx_free(void *p)
+static const char *ctx_check_near(struct ctx *c, bool in_free);
+
+static inline int ctx_free(struct ctx *c)
 {
-    if (unlikely(p == NULL))
-        return -1;
-    struct ctx *c = ctx_of(p);
     if (unlikely(frees_a_running_destructor(c))) {
         errno = EBUSY;
         return -1;
@@ -606,6 +610,32 @@ STRATA_EXPORT int strata_ctx_free(void *p)
     detach(c);
     release(c);
     return 0;
+}
+
+/* The debug build's checkpoint: what the free left behind, the parent and
+ * its children (where refusing descendants went), or a refused context. */
+static STRATA_NOINLINE int ctx_free_checked(struct ctx *c)
+{
+    struct ctx *parent = parent_of(c);
+    int result = ctx_free(c);
+    /* Inside a destructor, the outer free's contexts are marked freeing. */
+    bool in_free = destructors_running != NULL;
+    const char *broken = parent != NULL ? ctx_check_near(parent, in_free) : NULL;
+    if (broken == NULL && result != 0)
+        broken = ctx_check_near(c, in_free);
+    if (broken != NULL)
+        report_assert(__FILE__, __LINE__, "ctx_check at the end of strata_ctx_free", "%s", broken);
+    return result;
+}
+
+STRATA_EXPORT int strata_ctx_free(void *p)
+{
+    if (unlikely(p == NULL))
+        return -1;
+    struct ctx *c = ctx_of(p);
+    if (STRATA_DEBUG_BUILD)
+        return ctx_free_checked(c);
+    return ctx_free(c);
 }
 
 STRATA_EXPORT int strata_ctx_free_children(void *p)
@@ -901,6 +931,7 @@ STRATA_EXPORT void strata_ctx_report(const void *p, FILE *out)
 struct check_state {
     const char *problem;
     struct ctx *top;
+    bool in_free; /* top is being freed: its descendants may be marked so */
 };
 
 static void check_node(struct ctx *c, unsigned depth, void *arg)
@@ -921,7 +952,7 @@ static void check_node(struct ctx *c, unsigned depth, void *arg)
              ((c->flags & CTX_DESTRUCTOR) && c->destructor == NULL) ||
              ((c->flags & CTX_NAMED) && c->name == NULL))
         s->problem = "a context's flags disagree with its limit, destructor or name";
-    else if (c != s->top && (c->flags & CTX_FREEING))
+    else if (c != s->top && (c->flags & CTX_FREEING) && !s->in_free)
         s->problem = "a context outside any free is marked as being freed";
     else if ((c->flags & CTX_OWN_LIMIT) && c->limit->used != totals_of(c).bytes)
         s->problem = "a limit's used bytes differ from its subtree's size";
@@ -940,8 +971,28 @@ static void check_node(struct ctx *c, unsigned depth, void *arg)
 
 const char *ctx_check(const void *p)
 {
-    struct check_state s = {NULL, ctx_of(p)};
+    struct check_state s = {NULL, ctx_of(p), false};
     walk(s.top, check_node, &s);
+    return s.problem;
+}
+
+/* Children of one context the debug build's checkpoint looks at: enough to
+ * see a broken link, few enough to keep a free of one of many cheap. */
+#define CHECK_NEAR_CHILDREN 64
+
+/* c itself and its newest children, not their subtrees. */
+static const char *ctx_check_near(struct ctx *c, bool in_free)
+{
+    struct check_state s = {NULL, c, in_free || (c->flags & CTX_FREEING) != 0};
+    check_node(c, 0, &s);
+    unsigned n = 0;
+    for (struct ctx *child = c->child; child != NULL && n < CHECK_NEAR_CHILDREN && s.problem == NULL;
+         child = child->next, n++) {
+        if (child->parent != c)
+            s.problem = "a child does not point to its parent";
+        else
+            check_node(child, 1, &s);
+    }
     return s.problem;
 }
 

@@ -1,18 +1,20 @@
 /* heap.c: thread heaps. Each thread allocates from its own heap without
  * locks: first from per-class bins (a bounded cache of free blocks, which is
- * all the inline paths touch), then from the pages behind them. Invariants:
- * a page is current, listed on its class's available list, or full
- * (neither); bins hold only blocks of pages this heap owns, counted in their
- * page's `used`; in checked mode bins have no room, so every call takes the
- * checked slow path. Heaps live in a pool and are never unmapped, so a late
- * remote free can always reach the heap it read from a segment. */
+ * all the inline paths touch), then from the pages behind them. Also the
+ * heap's purge policy, the remote frees between heaps and thread exit.
+ * Invariants (heap_check): a page is current, listed on its class's
+ * available list, or full (neither); bins hold only blocks of pages this
+ * heap owns, counted in their page's `used`; in checked mode bins have no
+ * room, so every call takes the checked slow path. Heaps live in a pool and
+ * are never unmapped, so a late remote free can always reach the heap it
+ * read from a segment, and the list of every heap can be walked unlocked. */
 #include <errno.h>
 #include <pthread.h>
-#include <sched.h>
+#include <stdio.h>
 #include <string.h>
 
-#include "internal.h"
-#include "strata.h"
+#include "checkers.h"
+#include "core.h"
 
 struct page page_empty;
 struct heap heap_empty = {
@@ -21,106 +23,81 @@ struct heap heap_empty = {
 };
 STRATA_TLS struct heap *thread_heap = &heap_empty;
 
+/* The pool: heaps of exited threads, and heaps never used yet. */
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct heap *pool_free;
-static struct heap *live_heaps; /* heaps with a thread, for the purger and stats */
-static char *pool_chunk;
-static size_t pool_chunk_left;
+/* Every heap ever made, newest first; pushed once, never unlinked. */
+static _Atomic(struct heap *) all_heaps;
 static pthread_key_t exit_key;
+_Atomic int purger_request = PURGER_IDLE;
 
-static _Atomic int init_state; /* 0 none, 1 running, 2 done */
-static STRATA_TLS bool init_running_here;
+static void purger_ask(void)
+{
+    int idle = PURGER_IDLE;
+    if (atomic_load_explicit(&purger_request, memory_order_relaxed) == PURGER_IDLE)
+        atomic_compare_exchange_strong(&purger_request, &idle, PURGER_REQUESTED);
+}
+
+/* Heaps are carved from mappings of this size, a cache line apart. */
+#define HEAP_POOL_CHUNK ((size_t)64 * 1024)
 
 static void heap_thread_exit(void *value);
 
-static void fork_prepare(void)
+void heap_threads_init(void)
 {
-    heap_lock_all();
-    free_lock_all();
-    segment_lock_all();
-    large_lock_all();
-}
-
-static void fork_parent(void)
-{
-    large_unlock_all();
-    segment_unlock_all();
-    free_unlock_all();
-    heap_unlock_all();
-}
-
-static void fork_child(void)
-{
-    purger_fork_child();
-    heap_fork_child();
-    free_fork_child();
-    segment_fork_child();
-    large_fork_child();
-}
-
-void strata_init(void)
-{
-    if (likely(atomic_load_explicit(&init_state, memory_order_acquire) == 2))
-        return;
-    int expected = 0;
-    if (!atomic_compare_exchange_strong(&init_state, &expected, 1)) {
-        /* Another thread initialises; a recursive call from our own
-         * initialisation (a libc call that allocates) may go on. */
-        while (!init_running_here && atomic_load(&init_state) != 2)
-            sched_yield();
-        return;
-    }
-    init_running_here = true;
-    os_page_size();
-    options_init();
-    purge_delay_ns = (uint64_t)strata_options.purge_delay_ms * 1000000u;
-    sizeclass_init();
     if (pthread_key_create(&exit_key, heap_thread_exit) != 0)
         report_fatal("cannot create the thread-exit key", NULL);
-    pthread_atfork(fork_prepare, fork_parent, fork_child);
-    stats_init();
-    init_running_here = false;
-    atomic_store_explicit(&init_state, 2, memory_order_release);
 }
 
-/* Initialise while the process has one thread, before main or when the
- * library is loaded: a fork can then never catch initialisation half done.
- * Calls that come earlier (other constructors) initialise on first use. */
-__attribute__((constructor)) static void strata_init_at_load(void)
+/* Maps a chunk of heaps (outside the pool lock) and adds them to the pool. */
+static bool pool_grow(void)
 {
-    strata_init();
+    size_t size = (sizeof(struct heap) + CACHE_LINE - 1) & ~(size_t)(CACHE_LINE - 1);
+    char *chunk = os_map(HEAP_POOL_CHUNK);
+    if (chunk == NULL)
+        return false;
+    struct heap *first = NULL, *last = NULL;
+    for (size_t at = 0; at + size <= HEAP_POOL_CHUNK; at += size) {
+        struct heap *heap = (struct heap *)(chunk + at);
+        pthread_mutex_init(&heap->lock, NULL);
+        heap->next_free = first;
+        if (first == NULL)
+            last = heap;
+        first = heap;
+        struct heap *old = atomic_load_explicit(&all_heaps, memory_order_relaxed);
+        do
+            atomic_store_explicit(&heap->next_all, old, memory_order_relaxed);
+        while (!atomic_compare_exchange_weak_explicit(&all_heaps, &old, heap, memory_order_release,
+                                                      memory_order_relaxed));
+    }
+    pthread_mutex_lock(&pool_lock);
+    last->next_free = pool_free;
+    pool_free = first;
+    pthread_mutex_unlock(&pool_lock);
+    return true;
 }
 
 static struct heap *heap_from_pool(void)
 {
-    pthread_mutex_lock(&pool_lock);
-    struct heap *heap = pool_free;
-    if (heap != NULL) {
-        pool_free = heap->next_free;
-    } else {
-        size_t size = (sizeof(struct heap) + 63) & ~(size_t)63;
-        if (pool_chunk_left < size) {
-            size_t chunk = 64 * 1024;
-            pool_chunk = os_map(chunk);
-            pool_chunk_left = pool_chunk ? chunk : 0;
-        }
-        if (pool_chunk != NULL && pool_chunk_left >= size) {
-            heap = (struct heap *)pool_chunk;
-            pool_chunk += size;
-            pool_chunk_left -= size;
-            pthread_mutex_init(&heap->lock, NULL);
-        }
+    for (;;) {
+        pthread_mutex_lock(&pool_lock);
+        struct heap *heap = pool_free;
+        if (heap != NULL)
+            pool_free = heap->next_free;
+        pthread_mutex_unlock(&pool_lock);
+        if (heap != NULL || !pool_grow())
+            return heap;
     }
-    pthread_mutex_unlock(&pool_lock);
-    return heap;
 }
 
-static struct heap *heap_acquire(void)
+struct heap *heap_acquire(void)
 {
-    strata_init();
+    strata_assert(thread_heap == &heap_empty);
+    strata_assert_cmp(class_size[CLASS_COUNT - 1], ==, SMALL_MAX); /* configured */
     struct heap *heap = heap_from_pool();
     if (heap == NULL)
         return NULL;
+    strata_assert(!heap->live);
     for (size_t c = 0; c < CLASS_COUNT; c++) {
         heap->current[c] = &page_empty;
         heap->available[c] = NULL;
@@ -131,19 +108,18 @@ static struct heap *heap_acquire(void)
     heap->bins[CLASS_NONE] = (struct bin){NULL, 0, 0};
     heap->segments = NULL;
     heap->dirty_slices = 0;
-    heap->unpublished = 0;
+    heap->refills = 0;
     heap->purge_epoch = os_now_ns();
     heap->next_free = NULL;
     heap->owner_word = (uintptr_t)heap | (strata_options.check ? OWNER_CHECK_TAG : 0);
     atomic_store_explicit(&heap->remote, NULL, memory_order_release);
     /* Live (visible to the purger and statistics) only once initialised. */
-    pthread_mutex_lock(&pool_lock);
-    heap->prev_live = NULL;
-    heap->next_live = live_heaps;
-    if (live_heaps)
-        live_heaps->prev_live = heap;
-    live_heaps = heap;
-    pthread_mutex_unlock(&pool_lock);
+    pthread_mutex_lock(&heap->lock);
+    heap->live = true;
+    pthread_mutex_unlock(&heap->lock);
+    counters_thread_begin();
+    if (strata_options.background_purge == BACKGROUND_PURGE_ALWAYS)
+        purger_ask();
     thread_heap = heap;
     pthread_setspecific(exit_key, heap);
     return heap;
@@ -151,6 +127,7 @@ static struct heap *heap_acquire(void)
 
 static void list_remove(struct heap *heap, struct page *page)
 {
+    strata_assert(page->listed && page->in_use);
     if (page->prev)
         page->prev->next = page->next;
     else
@@ -163,6 +140,7 @@ static void list_remove(struct heap *heap, struct page *page)
 
 static void list_push(struct heap *heap, struct page *page)
 {
+    strata_assert(!page->listed && page->in_use && page->free != NULL);
     struct page **head = &heap->available[page->class_index];
     page->prev = NULL;
     page->next = *head;
@@ -176,12 +154,13 @@ void page_free_block(struct heap *heap, struct page *page, struct block *block)
 {
     if (unlikely(!page->in_use))
         report_fatal("free of a block that is not allocated", block);
+    strata_assert_cmp(page->used, >, 0);
     struct block *head = page->free;
     if (unlikely(head == block))
         report_fatal("double free", block);
     block->next = head;
     page->free = block;
-    page->used--; /* the caller accounts the bytes (stats_bytes_out), in batches */
+    page->used--; /* the caller accounts the bytes (counters_bytes_out), in batches */
     if (likely(head != NULL && page->used != 0))
         return;
     if (page == heap->current[page->class_index])
@@ -190,7 +169,8 @@ void page_free_block(struct heap *heap, struct page *page, struct block *block)
         if (page->listed)
             list_remove(heap, page);
         pthread_mutex_lock(&heap->lock);
-        page_release(heap, page);
+        if (!page_release(heap, page))
+            heap_maybe_purge(heap);
         pthread_mutex_unlock(&heap->lock);
     } else if (!page->listed) {
         list_push(heap, page);
@@ -218,39 +198,34 @@ static bool current_with_free(struct heap *heap, unsigned class_index)
         pthread_mutex_unlock(&heap->lock);
         if (page == NULL)
             return false;
+        strata_assert(page->class_index == class_index && page->in_use && page->capacity == 0);
         /* Populate only for a class in steady use: a program that takes one
          * block of a big class would otherwise get four faulted in. */
         if (heap->current[class_index] == &page_empty)
             page->fresh = 0;
         page_extend(page);
     }
+    strata_assert(page->free != NULL && page->class_index == class_index);
     heap->current[class_index] = page;
     return true;
 }
 
-static void *bin_refill(struct heap *heap, unsigned class_index);
-
-void *heap_bin_refill(struct heap *heap, unsigned class_index)
+static inline void *block_pop(struct page *page)
 {
-    void *block = bin_refill(heap, class_index);
-    purger_start_if_wanted();
-    if (unlikely(block == NULL) && strata_options.limit_mb) {
-        /* At the memory limit: give back what the caches hold, then retry. */
-        strata_trim();
-        block = bin_refill(heap, class_index);
-    }
-    if (unlikely(block == NULL))
-        errno = ENOMEM;
+    struct block *block = page->free;
+    page->free = block->next;
+    page->used++;
     return block;
 }
 
-static void *bin_refill(struct heap *heap, unsigned class_index)
+void *heap_bin_refill(struct heap *heap, unsigned class_index)
 {
+    strata_assert(heap->bins[class_index].head == NULL);
     if (!current_with_free(heap, class_index))
         return NULL;
     struct page *page = heap->current[class_index];
     struct block *first = block_pop(page);
-    stats_bytes_out((long)page->block_size);
+    counters_bytes_out((long)page->block_size);
     if (unlikely(strata_options.check)) {
         if (class_size[class_index] >= 16)
             ((uintptr_t *)first)[1] = 0; /* clear the freed-block canary */
@@ -264,6 +239,7 @@ static void *bin_refill(struct heap *heap, unsigned class_index)
     uint32_t moved = page->capacity - page->used;
     if (taken == NULL)
         return first;
+    strata_assert_cmp(page->used, <=, page->capacity);
     if (moved <= bin->limit) {
         page->free = NULL;
     } else {
@@ -273,10 +249,13 @@ static void *bin_refill(struct heap *heap, unsigned class_index)
         page->free = last->next;
         last->next = NULL;
     }
+    strata_assert_cmp(moved, <=, bin->limit);
     bin->head = taken;
     bin->count = moved;
     page->used += moved;
-    stats_bytes_out((long)page->block_size * (long)moved);
+    counters_bytes_out((long)page->block_size * (long)moved);
+    if (STRATA_DEBUG_BUILD)
+        heap_debug_refill(heap, class_index);
     return first;
 }
 
@@ -292,6 +271,7 @@ static void blocks_to_pages(struct heap *heap, struct block *block)
 
 void heap_bin_flush(struct heap *heap, struct bin *bin)
 {
+    strata_assert_cmp(bin->count, >, bin->limit);
     uint32_t keep = bin->limit / 2;
     struct block *block = bin->head;
     for (uint32_t i = 1; i < keep; i++)
@@ -305,74 +285,143 @@ void heap_bin_flush(struct heap *heap, struct bin *bin)
     long returned = class_index < CLASS_COUNT ? (long)(bin->count - keep) * (long)class_size[class_index] : 0;
     bin->count = keep;
     blocks_to_pages(heap, rest);
-    stats_bytes_out(-returned);
-    purger_start_if_wanted();
+    counters_bytes_out(-returned);
 }
 
 static void bins_flush_all(struct heap *heap)
 {
     for (unsigned c = 0; c < CLASS_COUNT; c++) {
         struct block *block = heap->bins[c].head;
-        stats_bytes_out(-(long)heap->bins[c].count * (long)class_size[c]);
+        counters_bytes_out(-(long)heap->bins[c].count * (long)class_size[c]);
         heap->bins[c].head = NULL;
         heap->bins[c].count = 0;
         blocks_to_pages(heap, block);
     }
 }
 
-void *heap_alloc_class(unsigned class_index)
+/* ---- frees from any thread ------------------------------------------------ */
+void heap_free_block(void *p)
 {
-    struct heap *heap = thread_heap;
-    if (unlikely(heap == &heap_empty)) {
-        heap = heap_acquire();
-        if (heap == NULL) {
-            errno = ENOMEM;
-            return NULL;
+    struct segment *segment = segment_of(p);
+    struct page *page = page_of(segment, p);
+    struct block *block = p;
+    struct heap *self = thread_heap;
+    uintptr_t owner = atomic_load_explicit(&segment->owner, memory_order_acquire);
+    for (;;) {
+        if (owner == self->owner_word) { /* checked mode's local free */
+            page_free_block(self, page, block);
+            counters_bytes_out(-(long)page->block_size);
+            return;
         }
+        if (owner == OWNER_ABANDONED) {
+            abandoned_free_block(page, block);
+            return;
+        }
+        struct heap *heap = (struct heap *)(owner & ~OWNER_CHECK_TAG);
+        struct block *old = atomic_load_explicit(&heap->remote, memory_order_relaxed);
+        do {
+            if (old == REMOTE_CLOSED)
+                break;
+            block->next = old;
+        } while (!atomic_compare_exchange_weak_explicit(&heap->remote, &old, block,
+                                                        memory_order_release,
+                                                        memory_order_relaxed));
+        if (old != REMOTE_CLOSED)
+            return;
+        /* The owner is exiting: its segments are marked abandoned before its
+         * list closes, so the owner word has changed by now. */
+        owner = atomic_load_explicit(&segment->owner, memory_order_acquire);
     }
-    struct bin *bin = &heap->bins[class_index];
-    struct block *block = bin->head;
-    if (block != NULL) {
-        bin->head = block->next;
-        bin->count--;
-        return block;
-    }
-    return heap_bin_refill(heap, class_index);
-}
-
-void *heap_alloc_slow(struct heap *heap, size_t size)
-{
-    if (unlikely(size > SMALL_MAX))
-        return large_alloc(size, 0);
-    if (unlikely(heap == &heap_empty))
-        return heap_alloc_class(size_class(size));
-    return heap_bin_refill(heap, size_class(size));
 }
 
 void heap_collect_remote(struct heap *heap)
 {
     struct block *list = atomic_exchange_explicit(&heap->remote, NULL, memory_order_acquire);
+    strata_assert(list != REMOTE_CLOSED);
     while (list != NULL) {
         struct block *next = list->next;
-        free_collected(heap, list);
+        struct segment *segment = segment_of(list);
+        if (atomic_load_explicit(&segment->owner, memory_order_relaxed) == heap->owner_word) {
+            struct page *page = page_of(segment, list);
+            counters_bytes_out(-(long)page->block_size);
+            page_free_block(heap, page, list);
+        } else {
+            heap_free_block(list); /* a stale push into a recycled heap */
+        }
         list = next;
     }
 }
 
+/* ---- purge policy ---------------------------------------------------------- */
+void heap_purge_dirty(struct heap *heap)
+{
+    for (struct segment *s = heap->segments; s != NULL; s = s->next)
+        segment_purge_dirty(s);
+    heap->dirty_slices = 0;
+}
+
+/* Purges the slices that have stayed free since the last check: a two-step
+ * generation, aging_mask marking what was dirty then. */
+static void heap_purge_aged(struct heap *heap)
+{
+    for (struct segment *s = heap->segments; s != NULL; s = s->next) {
+        uint64_t aged = s->dirty_mask & s->aging_mask;
+        if (aged) {
+            purge_slices(s, aged);
+            s->dirty_mask &= ~aged;
+            strata_assert_cmp(heap->dirty_slices, >=, (size_t)__builtin_popcountll(aged));
+            heap->dirty_slices -= (size_t)__builtin_popcountll(aged);
+        }
+        s->aging_mask = s->dirty_mask;
+    }
+}
+
+void heap_maybe_purge(struct heap *heap)
+{
+    if (heap->dirty_slices == 0)
+        return;
+    if (heap->dirty_slices >= PURGER_WANTED_SLICES &&
+        strata_options.background_purge == BACKGROUND_PURGE_AUTO)
+        purger_ask();
+    uint64_t delay = strata_options.purge_delay_ns;
+    if (heap->dirty_slices > HEAP_DIRTY_LIMIT || delay == 0) {
+        heap_purge_dirty(heap);
+        return;
+    }
+    uint64_t now = os_now_ns();
+    if (now - heap->purge_epoch < delay)
+        return;
+    heap_purge_aged(heap);
+    heap->purge_epoch = now;
+}
+
+void heap_purge_idle(struct heap *heap, void *unused)
+{
+    (void)unused;
+    /* A heap whose owner checked lately purges itself: leave it alone, so
+     * the purger's madvise never interrupts a busy thread. */
+    uint64_t now = os_now_ns();
+    if (heap->dirty_slices == 0 || now - heap->purge_epoch < 2 * strata_options.purge_delay_ns)
+        return;
+    heap_purge_aged(heap);
+    heap->purge_epoch = now;
+}
+
+
+/* ---- thread exit ------------------------------------------------------------ */
 static void heap_abandon(struct heap *heap)
 {
-    /* Out of the live list first, then wait for a purger or statistics
-     * call that may hold the lock: from here on only this thread looks. */
-    pthread_mutex_lock(&pool_lock);
-    if (heap->prev_live)
-        heap->prev_live->next_live = heap->next_live;
-    else
-        live_heaps = heap->next_live;
-    if (heap->next_live)
-        heap->next_live->prev_live = heap->prev_live;
-    pthread_mutex_unlock(&pool_lock);
+    strata_assert(heap->live && thread_heap == &heap_empty);
+    /* Not live first, waiting for a purger or statistics call that may hold
+     * the lock: from here on only this thread looks. */
     pthread_mutex_lock(&heap->lock);
+    heap->live = false;
     pthread_mutex_unlock(&heap->lock);
+    if (STRATA_DEBUG_BUILD) {
+        const char *broken = heap_check(heap);
+        if (broken != NULL)
+            report_assert(__FILE__, __LINE__, "heap_check at thread exit", "%s", broken);
+    }
     bins_flush_all(heap);
     heap_collect_remote(heap);
     for (unsigned c = 0; c < CLASS_COUNT; c++) {
@@ -385,13 +434,14 @@ static void heap_abandon(struct heap *heap)
         heap->available[c] = NULL;
     }
     heap_segments_abandon(heap);
-    stats_heap_retire(heap);
+    strata_assert(heap->segments == NULL && heap->dirty_slices == 0);
+    counters_thread_end();
     /* From here every free of this heap's blocks takes the abandoned path;
      * closing the list sends late remote frees there too. */
     struct block *late = atomic_exchange_explicit(&heap->remote, REMOTE_CLOSED, memory_order_acq_rel);
     while (late != NULL) {
         struct block *next = late->next;
-        free_redispatch(late);
+        heap_free_block(late);
         late = next;
     }
     pthread_mutex_lock(&pool_lock);
@@ -409,39 +459,54 @@ static void heap_thread_exit(void *value)
     heap_abandon(heap);
 }
 
+/* ---- walks, fork, trim -------------------------------------------------------- */
+static struct heap *heap_first(void)
+{
+    return atomic_load_explicit(&all_heaps, memory_order_acquire);
+}
+
+static struct heap *heap_next(struct heap *heap)
+{
+    return atomic_load_explicit(&heap->next_all, memory_order_relaxed);
+}
+
 void heap_lock_all(void)
 {
+    /* No purger or statistics call is then inside a heap, and no owner is
+     * between two slice-mask updates. */
     pthread_mutex_lock(&pool_lock);
+    for (struct heap *h = heap_first(); h != NULL; h = heap_next(h))
+        pthread_mutex_lock(&h->lock);
 }
 
 void heap_unlock_all(void)
 {
+    for (struct heap *h = heap_first(); h != NULL; h = heap_next(h))
+        pthread_mutex_unlock(&h->lock);
     pthread_mutex_unlock(&pool_lock);
 }
 
 void heap_fork_child(void)
 {
-    /* fork_prepare held pool_lock, so no purger held a heap's lock; a
-     * thread of the parent may have held its own, and is gone. */
+    /* The forking thread held every lock; the others' threads are gone. */
     pthread_mutex_init(&pool_lock, NULL);
-    for (struct heap *h = live_heaps; h != NULL; h = h->next_live)
+    for (struct heap *h = heap_first(); h != NULL; h = heap_next(h))
         pthread_mutex_init(&h->lock, NULL);
 }
 
 void heap_for_each_live(void (*fn)(struct heap *, void *), void *arg, bool try_only)
 {
-    pthread_mutex_lock(&pool_lock);
-    for (struct heap *h = live_heaps; h != NULL; h = h->next_live) {
+    for (struct heap *h = heap_first(); h != NULL; h = heap_next(h)) {
         if (try_only) {
             if (pthread_mutex_trylock(&h->lock) != 0)
                 continue;
         } else {
             pthread_mutex_lock(&h->lock);
         }
-        fn(h, arg);
+        if (h->live)
+            fn(h, arg);
         pthread_mutex_unlock(&h->lock);
     }
-    pthread_mutex_unlock(&pool_lock);
 }
 
 void heap_trim_own(void)
@@ -463,7 +528,11 @@ void heap_trim_own(void)
     pthread_mutex_unlock(&heap->lock);
 }
 
-/* ---- invariant checker (tests and checked builds) ----------------------- */
+/* ---- invariant checker (tests and the debug build) ----------------------- */
+static STRATA_TLS char heap_broken[224];
+
+#define BROKEN(...) (snprintf(heap_broken, sizeof heap_broken, __VA_ARGS__), heap_broken)
+
 static size_t list_length(const struct block *block, size_t bound)
 {
     size_t n = 0;
@@ -479,59 +548,110 @@ static bool page_contains(const struct page *page, const void *p)
            offset / page->block_size < page->capacity;
 }
 
-static size_t heap_check_locked(const struct heap *heap);
-
-size_t heap_check(struct heap *heap)
+/* One page's counts and free list. */
+static const char *page_check(const struct page *page)
 {
-    /* The purger may be purging this heap's segments: hold it off. */
-    pthread_mutex_lock(&heap->lock);
-    size_t problems = heap_check_locked(heap);
-    pthread_mutex_unlock(&heap->lock);
-    return problems;
+    if (page->used > page->capacity || page->capacity > page->reserved)
+        return BROKEN("page %p: used %u, capacity %u, reserved %u", (const void *)page, page->used,
+                      page->capacity, page->reserved);
+    size_t length = list_length(page->free, page->capacity);
+    if (length != page->capacity - page->used)
+        return BROKEN("page %p: free list of %zu%s blocks, capacity - used is %u",
+                      (const void *)page, length, length > page->capacity ? "+" : "",
+                      page->capacity - page->used);
+    for (const struct block *b = page->free; b != NULL; b = b->next)
+        if (!page_contains(page, b))
+            return BROKEN("page %p: free list holds %p, not one of its carved blocks",
+                          (const void *)page, (const void *)b);
+    return NULL;
 }
 
-static size_t heap_check_locked(const struct heap *heap)
+/* One bin: its count, limit and that every block is of a page of this heap
+ * and class. */
+static const char *bin_check(const struct heap *heap, unsigned c)
 {
-    size_t problems = 0;
-    for (unsigned c = 0; c < CLASS_COUNT; c++) {
-        const struct bin *bin = &heap->bins[c];
-        problems += list_length(bin->head, bin->limit + 1) != bin->count;
-        problems += bin->count > bin->limit;
-        for (const struct block *b = bin->head; b != NULL; b = b->next) {
-            const struct segment *segment = segment_of(b);
-            const struct page *page = page_of((struct segment *)segment, b);
-            problems += atomic_load(&segment->owner) != heap->owner_word;
-            problems += !page->in_use || page->class_index != c || !page_contains(page, b);
-        }
-        for (const struct page *page = heap->available[c]; page != NULL; page = page->next)
-            problems += !page->listed || page->class_index != c || page->free == NULL;
+    const struct bin *bin = &heap->bins[c];
+    size_t length = list_length(bin->head, (size_t)bin->limit + 1);
+    if (length != bin->count || bin->count > bin->limit)
+        return BROKEN("bin of class %u (%u bytes): %zu blocks listed, count %u, limit %u", c,
+                      class_size[c], length, bin->count, bin->limit);
+    for (const struct block *b = bin->head; b != NULL; b = b->next) {
+        const struct segment *segment = segment_of(b);
+        const struct page *page = page_of((struct segment *)segment, b);
+        if (atomic_load(&segment->owner) != heap->owner_word)
+            return BROKEN("bin of class %u holds %p, of a segment the heap does not own", c,
+                          (const void *)b);
+        if (!page->in_use || page->class_index != c || !page_contains(page, b))
+            return BROKEN("bin of class %u holds %p, not a carved block of a page of the class", c,
+                          (const void *)b);
     }
+    return NULL;
+}
+
+static const char *heap_check_locked(const struct heap *heap)
+{
+    const char *broken;
+    size_t on_lists = 0;
+    for (unsigned c = 0; c < CLASS_COUNT; c++) {
+        if ((broken = bin_check(heap, c)) != NULL)
+            return broken;
+        const struct page *current = heap->current[c];
+        if (current != &page_empty && (!current->in_use || current->class_index != c))
+            return BROKEN("current page of class %u (%p) is not in use for it", c,
+                          (const void *)current);
+        for (const struct page *page = heap->available[c]; page != NULL; page = page->next, on_lists++)
+            if (!page->listed || page->class_index != c || page->free == NULL || page == current)
+                return BROKEN("available page %p of class %u: listed %u, class %u, %s", (const void *)page,
+                              c, page->listed, page->class_index,
+                              page == current ? "also current" : page->free ? "has free blocks" : "no free block");
+    }
+    size_t dirty = 0, listed = 0;
     for (const struct segment *s = heap->segments; s != NULL; s = s->next) {
-        problems += atomic_load(&s->owner) != heap->owner_word;
-        problems += (s->dirty_mask & ~s->free_mask) != 0 || (s->free_mask & 1) != 0;
-        problems += (s->aging_mask & ~s->dirty_mask) != 0;
-        uint64_t covered = 0;
-        unsigned in_use = 0;
+        if ((broken = segment_check(s, heap->owner_word)) != NULL)
+            return broken;
         for (unsigned i = 1; i < SLICES_PER_SEGMENT; i++) {
             const struct page *page = &s->pages[i];
             if (!page->in_use)
                 continue;
-            in_use++;
-            uint64_t run = (((uint64_t)1 << page->slice_count) - 1) << i;
-            problems += (covered & run) != 0 || (s->free_mask & run) != 0;
-            covered |= run;
-            for (unsigned k = i; k < i + page->slice_count; k++)
-                problems += s->page_of_slice[k] != i || s->class_of_slice[k] != page->class_index;
-            problems += page->used > page->capacity || page->capacity > page->reserved;
-            problems += list_length(page->free, page->capacity) != page->capacity - page->used;
-            for (const struct block *b = page->free; b != NULL; b = b->next)
-                problems += !page_contains(page, b);
+            if ((broken = page_check(page)) != NULL)
+                return broken;
+            listed += page->listed;
+            /* Neither current nor listed: full, every block carved. */
+            if (!page->listed && page != heap->current[page->class_index] &&
+                (page->free != NULL || page->capacity != page->reserved))
+                return BROKEN("page %p of class %u is neither current nor listed, yet has room",
+                              (const void *)page, page->class_index);
         }
-        problems += (covered | s->free_mask | 1) != ~(uint64_t)0;
-        for (unsigned k = 1; k < SLICES_PER_SEGMENT; k++)
-            if ((s->free_mask >> k) & 1)
-                problems += s->page_of_slice[k] != 0 || s->class_of_slice[k] != CLASS_NONE;
-        problems += in_use != s->pages_in_use;
+        dirty += (size_t)__builtin_popcountll(s->dirty_mask);
     }
-    return problems;
+    if (listed != on_lists)
+        return BROKEN("heap %p: %zu pages marked listed, %zu on the available lists",
+                      (const void *)heap, listed, on_lists);
+    if (dirty != heap->dirty_slices)
+        return BROKEN("heap %p: %zu dirty slices counted, %zu in its segments", (const void *)heap,
+                      heap->dirty_slices, dirty);
+    return NULL;
+}
+
+const char *heap_check(struct heap *heap)
+{
+    /* The purger may be purging this heap's segments: hold it off. */
+    pthread_mutex_lock(&heap->lock);
+    const char *broken = heap_check_locked(heap);
+    pthread_mutex_unlock(&heap->lock);
+    return broken;
+}
+
+/* Refills between two whole-heap checks in the debug build. */
+#define DEBUG_FULL_CHECK_EVERY 256
+
+void heap_debug_refill(struct heap *heap, unsigned class_index)
+{
+    const char *broken = bin_check(heap, class_index);
+    if (broken == NULL && heap->current[class_index] != &page_empty)
+        broken = page_check(heap->current[class_index]);
+    if (broken == NULL && ++heap->refills % DEBUG_FULL_CHECK_EVERY == 0)
+        broken = heap_check(heap);
+    if (broken != NULL)
+        report_assert(__FILE__, __LINE__, "heap_check at a page refill", "%s", broken);
 }

@@ -34,10 +34,12 @@
 #endif
 
 /* Valgrind's client requests cost a stack frame and a stall each, more than
- * a pool chunk's whole life: they are made out of line (options.c), and only
- * when strata_init found the program under Valgrind. */
+ * a pool chunk's whole life: they are made out of line (instrument.c), and
+ * only when start-up (config_init) found the program under Valgrind. */
 extern _Bool instrument_valgrind;
 void instrument_valgrind_mark(void *p, size_t n, _Bool usable);
+/* Sets instrument_valgrind: whether the program runs under Valgrind. */
+void instrument_detect(void);
 
 #define valgrind_noaccess(p, n) \
     ((void)(__builtin_expect(instrument_valgrind, 0) && (instrument_valgrind_mark((p), (n), 0), 1)))

@@ -1,14 +1,17 @@
 /* large.c: blocks above SMALL_MAX, each its own mapping, grown and shrunk
  * with mremap. A registry (open addressing, under one lock) records every
  * live large block, so freeing or moving a pointer is validated exactly: the
- * cost is nothing beside the system call each of those makes anyway. */
+ * cost is nothing beside the system call each of those makes anyway.
+ * Invariants: a live block has exactly one registry entry, at its address,
+ * except while its own realloc moves it; the registry is at most half full
+ * after an insert; no system call runs under large_lock (the registry grows,
+ * and blocks are remapped, with the lock dropped). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 
-#include "internal.h"
-#include "strata.h"
+#include "core.h"
 
 struct large_entry {
     uintptr_t address; /* 0: empty slot, 1: deleted */
@@ -41,50 +44,70 @@ static struct large_entry *lookup(uintptr_t address)
     }
 }
 
-static bool grow_table(void)
-{
-    size_t capacity = table_capacity ? table_capacity * 2 : 512;
-    size_t live = 0;
-    for (size_t i = 0; i < table_capacity; i++)
-        live += table[i].address > SLOT_DELETED;
-    if (live * 4 < table_capacity)
-        capacity = table_capacity; /* mostly deleted slots: rebuild in place size */
-    struct large_entry *fresh = os_map(capacity * sizeof *fresh);
-    if (fresh == NULL)
-        return false;
-    for (size_t i = 0; i < table_capacity; i++) {
-        if (table[i].address <= SLOT_DELETED)
-            continue;
-        size_t j = slot_of(table[i].address, capacity);
-        while (fresh[j].address != 0)
-            j = (j + 1) & (capacity - 1);
-        fresh[j] = table[i];
-    }
-    if (table != NULL)
-        os_unmap(table, table_capacity * sizeof *table);
-    table = fresh;
-    table_capacity = capacity;
-    table_filled = live;
-    return true;
-}
-
+/* Inserts an entry (large_lock held on entry and on return). When the table
+ * is too full, the lock is dropped while a bigger one is mapped and the old
+ * one unmapped, so callers hold no state across the call that another thread
+ * could change. False when no memory is to be had for the table. */
 static bool insert(uintptr_t address, size_t map_size, size_t alignment)
 {
-    if ((table_filled + 1) * 2 > table_capacity && !grow_table())
-        return false;
-    size_t i = slot_of(address, table_capacity);
-    while (table[i].address > SLOT_DELETED)
-        i = (i + 1) & (table_capacity - 1);
-    if (table[i].address == 0)
-        table_filled++;
-    table[i] = (struct large_entry){address, map_size, alignment};
-    return true;
+    for (;;) {
+        if (table_capacity != 0) {
+            size_t i = slot_of(address, table_capacity);
+            while (table[i].address > SLOT_DELETED)
+                i = (i + 1) & (table_capacity - 1);
+            /* A deleted slot is reused without filling the table more: a
+             * block put back where it was never needs a growth. */
+            if (table[i].address == SLOT_DELETED || (table_filled + 1) * 2 <= table_capacity) {
+                table_filled += table[i].address == 0;
+                table[i] = (struct large_entry){address, map_size, alignment};
+                strata_assert_cmp(table_filled * 2, <=, table_capacity);
+                return true;
+            }
+        }
+        size_t live = 0;
+        for (size_t i = 0; i < table_capacity; i++)
+            live += table[i].address > SLOT_DELETED;
+        /* Mostly deleted slots: rebuild at the same size. */
+        size_t capacity = table_capacity == 0 ? 512
+                          : live * 4 < table_capacity ? table_capacity : table_capacity * 2;
+        pthread_mutex_unlock(&large_lock);
+        struct large_entry *fresh = os_map(capacity * sizeof *fresh);
+        pthread_mutex_lock(&large_lock);
+        if (fresh == NULL)
+            return false;
+        struct large_entry *old = fresh;
+        size_t old_capacity = capacity;
+        if (capacity >= table_capacity) { /* else another thread grew it meanwhile */
+            live = 0;
+            for (size_t i = 0; i < table_capacity; i++) {
+                if (table[i].address <= SLOT_DELETED)
+                    continue;
+                size_t j = slot_of(table[i].address, capacity);
+                while (fresh[j].address != 0)
+                    j = (j + 1) & (capacity - 1);
+                fresh[j] = table[i];
+                live++;
+            }
+            old = table;
+            old_capacity = table_capacity;
+            table = fresh;
+            table_capacity = capacity;
+            table_filled = live;
+        }
+        if (old != NULL) {
+            pthread_mutex_unlock(&large_lock);
+            os_unmap(old, old_capacity * sizeof *old);
+            pthread_mutex_lock(&large_lock);
+        }
+    }
 }
 
 /* A block moved from `from` to `to`: the registry follows (large_lock held). */
 static void registry_move(uintptr_t from, uintptr_t to, size_t map_size, size_t alignment)
 {
-    lookup(from)->address = SLOT_DELETED;
+    struct large_entry *entry = lookup(from);
+    strata_assert(entry != NULL);
+    entry->address = SLOT_DELETED;
     if (!insert(to, map_size, alignment))
         report_fatal("cannot grow the large-block registry", (void *)to);
 }
@@ -155,7 +178,7 @@ static size_t cache_expire(struct cached_mapping *out, bool all)
     uint64_t now = os_now_ns();
     size_t n = 0;
     for (size_t i = 0; i < cache_count;) {
-        if (all || now - cache[i].freed_at > 2 * purge_delay_ns) {
+        if (all || now - cache[i].freed_at > 2 * strata_options.purge_delay_ns) {
             out[n++] = cache[i];
             cache_remove(i);
         } else {
@@ -195,6 +218,7 @@ static bool cache_put(char *base, size_t map_size, struct cached_mapping *evicte
         evicted[(*n)++] = cache[oldest];
         cache_remove(oldest);
     }
+    strata_assert(cache_count < CACHE_SLOTS && cache_bytes + map_size <= CACHE_BYTES);
     cache[cache_count++] = (struct cached_mapping){base, map_size, os_now_ns()};
     cache_bytes += map_size;
     return true;
@@ -209,6 +233,7 @@ static void unmap_all(const struct cached_mapping *list, size_t n)
 static void *place(char *base, size_t map_size, size_t offset, size_t asked)
 {
     char *p = base + offset;
+    strata_assert(offset >= LARGE_HEADER && offset + asked <= map_size);
     *header_of(p) = (struct large_header){LARGE_MAGIC ^ (uintptr_t)p, map_size, offset, asked};
     return p;
 }
@@ -235,7 +260,7 @@ void *large_calloc(size_t size)
 
 static void *large_alloc_zeroed(size_t size, size_t alignment, bool zero)
 {
-    strata_init();
+    config_init();
     size_t page = os_page_size();
     size_t offset = alignment > LARGE_HEADER ? alignment : LARGE_HEADER;
     if (size > (size_t)PTRDIFF_MAX - page - offset) {
@@ -254,11 +279,6 @@ static void *large_alloc_zeroed(size_t size, size_t alignment, bool zero)
     bool reused = base != NULL;
     if (base == NULL)
         base = os_map_aligned(map_size, alignment > page ? alignment : page);
-    if (base == NULL && strata_options.limit_mb) {
-        /* At the memory limit: give back what the caches hold, then retry. */
-        strata_trim();
-        base = os_map_aligned(map_size, alignment > page ? alignment : page);
-    }
     if (base == NULL) {
         errno = ENOMEM;
         return NULL;
@@ -274,7 +294,7 @@ static void *large_alloc_zeroed(size_t size, size_t alignment, bool zero)
         errno = ENOMEM;
         return NULL;
     }
-    stats_bytes_out((long)(map_size - offset));
+    counters_bytes_out((long)(map_size - offset));
     return p;
 }
 
@@ -293,7 +313,7 @@ bool large_free(void *p)
     struct large_header *h = header_of(p);
     char *base = (char *)p - h->offset;
     h->magic = 0; /* a stale pointer to this address is no longer a block */
-    stats_bytes_out(-(long)(map_size - h->offset));
+    counters_bytes_out(-(long)(map_size - h->offset));
     size_t n = cache_expire(evicted, false);
     bool kept = page_aligned && cache_put(base, map_size, evicted, &n);
     pthread_mutex_unlock(&large_lock);
@@ -345,7 +365,7 @@ void *large_realloc(void *p, size_t size)
         return p;
     }
     size_t page = os_page_size();
-    if (size > (size_t)PTRDIFF_MAX - page - size / 8 - LARGE_HEADER) {
+    if (size > (size_t)PTRDIFF_MAX - page - growth_headroom(size) - LARGE_HEADER) {
         errno = ENOMEM;
         return NULL;
     }
@@ -364,12 +384,12 @@ void *large_realloc(void *p, size_t size)
         header->asked = size;
         return p;
     }
-    /* Growth keeps 1/8 headroom, so a string grown in small steps costs a
+    /* Growth keeps headroom (os.h): a string grown in small steps costs a
      * system call per 12% of growth rather than one per page. */
-    size_t new_size = exact > old_size ? round_to_page(size + size / 8 + offset) : exact;
+    size_t new_size = exact > old_size ? round_to_page(size + growth_headroom(size) + offset) : exact;
     void *q;
     if (alignment > page && exact > old_size) {
-        q = large_alloc(size + size / 8, alignment);
+        q = large_alloc(size + growth_headroom(size), alignment);
         if (q == NULL)
             return NULL;
         memcpy(q, p, old_size - offset);
@@ -389,26 +409,32 @@ void *large_realloc(void *p, size_t size)
             pthread_mutex_unlock(&large_lock);
             header_of(p)->magic = 0;
             os_unmap((char *)p - offset, old_size);
-            stats_bytes_out((long)cached_size - (long)old_size);
+            counters_bytes_out((long)cached_size - (long)old_size);
             return q;
         }
         pthread_mutex_unlock(&large_lock);
     }
-    /* The registry changes in the same critical section as the mapping: if
-     * mremap moves the block, another thread may map the old address as
-     * soon as it is free, and must not find it registered with our size. */
+    /* The block leaves the registry while it is remapped, outside the lock:
+     * once mremap moves it, another thread may map the old address and must
+     * not find it registered with our size. (Nothing else may use a block
+     * its own realloc is moving.) */
     pthread_mutex_lock(&large_lock);
-    char *base = os_remap((char *)p - offset, old_size, new_size);
-    if (base != NULL) {
-        q = place(base, new_size, offset, size);
-        registry_move((uintptr_t)p, (uintptr_t)q, new_size, alignment);
-    }
+    struct large_entry *moving = lookup((uintptr_t)p);
+    strata_assert(moving != NULL && moving->map_size == old_size);
+    moving->address = SLOT_DELETED;
     pthread_mutex_unlock(&large_lock);
+    char *base = os_remap((char *)p - offset, old_size, new_size);
+    q = base != NULL ? place(base, new_size, offset, size) : p;
+    pthread_mutex_lock(&large_lock);
+    bool registered = insert((uintptr_t)q, base != NULL ? new_size : old_size, alignment);
+    pthread_mutex_unlock(&large_lock);
+    if (!registered)
+        report_fatal("cannot grow the large-block registry", q);
     if (base == NULL) {
         errno = ENOMEM;
         return NULL;
     }
-    stats_bytes_out((long)new_size - (long)old_size);
+    counters_bytes_out((long)new_size - (long)old_size);
     /* The caller grew the block to write it, and will likely grow it into
      * the headroom too: fault that in with one call, not a trap a page. */
     if (new_size > old_size)

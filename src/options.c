@@ -1,13 +1,16 @@
 /* options.c: run-time options, read once from STRATA_* environment variables
- * at initialisation (before any heap exists) and never changed afterwards.
- * One table holds each option's name, default, range and documentation; the
- * README's table is this one. A malformed value is reported once on stderr
- * and the default is used. */
+ * at start-up (before any heap exists) and never changed afterwards, and the
+ * configuration every layer reads (config_init). One table holds each
+ * option's name, default, range and documentation; the README's table is
+ * this one. A malformed value is reported once on stderr and the default is
+ * used. */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "instrument.h"
-#include "internal.h"
+#include "os.h"
+#include "sizeclass.h"
 
 struct options strata_options;
 
@@ -23,7 +26,7 @@ static long check_value, verbose_value, show_stats_value, thp_value;
 static const struct option_row rows[] = {
     {"STRATA_PURGE_DELAY_MS", 10, 0, 3600000, &strata_options.purge_delay_ms,
      "free memory unused for this long goes back to the OS (0: at once)"},
-    {"STRATA_BACKGROUND_PURGE", 2, 0, 2, &strata_options.background_purge,
+    {"STRATA_BACKGROUND_PURGE", BACKGROUND_PURGE_AUTO, BACKGROUND_PURGE_NEVER, BACKGROUND_PURGE_AUTO, &strata_options.background_purge,
      "purger thread: 0 never, 1 from the start, 2 once a heap holds 4 MiB free"},
     {"STRATA_LIMIT_MB", 0, 0, 1L << 40, &strata_options.limit_mb,
      "allocations that would map more than this return NULL, ENOMEM (0: none)"},
@@ -65,32 +68,8 @@ static void report_malformed(const struct option_row *row, const char *value)
     report_warning(message, NULL);
 }
 
-_Bool instrument_valgrind;
-
-void instrument_valgrind_mark(void *p, size_t n, _Bool usable)
+static void options_read(void)
 {
-#ifdef STRATA_VALGRIND
-    if (usable)
-        VALGRIND_MAKE_MEM_UNDEFINED(p, n);
-    else
-        VALGRIND_MAKE_MEM_NOACCESS(p, n);
-#else
-    (void)p, (void)n, (void)usable;
-#endif
-}
-
-static _Bool valgrind_running(void)
-{
-#ifdef STRATA_VALGRIND
-    return RUNNING_ON_VALGRIND != 0;
-#else
-    return 0;
-#endif
-}
-
-void options_init(void)
-{
-    instrument_valgrind = valgrind_running();
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         const struct option_row *row = &rows[i];
         *row->target = row->fallback;
@@ -107,6 +86,32 @@ void options_init(void)
     strata_options.verbose = verbose_value != 0;
     strata_options.show_stats = show_stats_value != 0;
     strata_options.thp = thp_value != 0;
+    strata_options.purge_delay_ns = (uint64_t)strata_options.purge_delay_ms * 1000000u;
+}
+
+static _Atomic int config_state; /* 0 none, 1 running, 2 done */
+static STRATA_TLS bool config_running_here;
+
+void config_init(void)
+{
+    if (likely(atomic_load_explicit(&config_state, memory_order_acquire) == 2))
+        return;
+    int expected = 0;
+    if (!atomic_compare_exchange_strong(&config_state, &expected, 1)) {
+        /* Another thread configures; a call from our own configuring (a
+         * libc call that allocates) goes on with what is set so far. */
+        while (!config_running_here && atomic_load(&config_state) != 2)
+            os_yield();
+        return;
+    }
+    config_running_here = true;
+    os_page_size();
+    instrument_detect();
+    options_read();
+    os_set_map_limit((size_t)strata_options.limit_mb << 20);
+    sizeclass_init();
+    config_running_here = false;
+    atomic_store_explicit(&config_state, 2, memory_order_release);
 }
 
 size_t options_count(void)

@@ -1,19 +1,29 @@
-/* os.c: every system call strata makes. Contract: addresses and sizes given
- * here are page multiples and non-zero; mapping functions return NULL on
- * failure and never call malloc. */
+/* os.c: every system call strata makes, and nothing else: the one file a
+ * port or a fault-injecting test replaces. Contract (os.h): addresses and
+ * sizes given here are page multiples and non-zero; mapping functions return
+ * NULL on failure and never call malloc; errno is as the caller left it. */
 #include <errno.h>
-#include <signal.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "os.h"
 
 size_t os_page_bytes;
 static _Atomic size_t map_calls;
 static _Atomic size_t mapped_bytes;
 static _Atomic size_t purged_bytes;
+static size_t map_limit; /* STRATA_LIMIT_MB in bytes, 0: none; set at start-up */
+
+void os_set_map_limit(size_t bytes)
+{
+    map_limit = bytes;
+}
 
 size_t os_page_size_slow(void)
 {
@@ -40,7 +50,7 @@ size_t os_mapped_bytes(void)
 void *os_map(size_t size)
 {
     atomic_fetch_add_explicit(&map_calls, 1, memory_order_relaxed);
-    size_t limit = (size_t)strata_options.limit_mb << 20;
+    size_t limit = map_limit;
     if (unlikely(limit != 0) &&
         atomic_load_explicit(&mapped_bytes, memory_order_relaxed) + size > limit)
         return NULL; /* STRATA_LIMIT_MB */
@@ -121,6 +131,41 @@ uint64_t os_now_ns(void)
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
     return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+}
+
+void os_sleep_ns(uint64_t ns)
+{
+    struct timespec pause = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+    int saved = errno;
+    while (nanosleep(&pause, &pause) != 0 && errno == EINTR)
+        ;
+    errno = saved;
+}
+
+void os_yield(void)
+{
+    sched_yield();
+}
+
+size_t os_resident_bytes(void)
+{
+    int saved = errno;
+    int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        errno = saved;
+        return 0;
+    }
+    char text[96];
+    ssize_t n = read(fd, text, sizeof text - 1);
+    close(fd);
+    errno = saved;
+    if (n <= 0)
+        return 0;
+    text[n] = '\0';
+    unsigned long size = 0, resident = 0;
+    if (sscanf(text, "%lu %lu", &size, &resident) != 2)
+        return 0;
+    return (size_t)resident * os_page_size();
 }
 
 void os_write_stderr(const char *text, size_t length)

@@ -5,7 +5,8 @@
 #include <stddef.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "fastpath.h"
+#include "os.h"
 #include "strata.h"
 
 #define EXPORT STRATA_EXPORT

@@ -1,5 +1,6 @@
 /* platform.h: the one place for compiler and platform variants (branch
- * hints, TLS model, symbol visibility), so hot code carries no #ifdefs. */
+ * hints, function attributes, TLS model, symbol visibility) and for the
+ * build variants (STRATA_DEBUG), so hot code carries no #ifdefs. */
 #ifndef STRATA_PLATFORM_H
 #define STRATA_PLATFORM_H
 
@@ -12,10 +13,24 @@
 
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
+/* Slow paths stay out of the fast ones' callers; the ones that report
+ * misuse are also cold, so the compiler moves them out of the hot text. */
 #define STRATA_NOINLINE __attribute__((noinline))
+#define STRATA_COLD __attribute__((noinline, cold))
+#define STRATA_PRINTF(fmt, first) __attribute__((format(printf, fmt, first)))
 #define STRATA_EXPORT __attribute__((visibility("default")))
 /* initial-exec: a thread-local access is one load from %fs, also when the
  * library is preloaded (it is then in the static TLS block). */
 #define STRATA_TLS __thread __attribute__((tls_model("initial-exec")))
+
+/* The line size that shared counters and cross-thread fields are spaced by. */
+#define CACHE_LINE 64
+
+/* The debug build (make test-debug) asserts invariants at their checkpoints. */
+#ifdef STRATA_DEBUG
+#define STRATA_DEBUG_BUILD 1
+#else
+#define STRATA_DEBUG_BUILD 0
+#endif
 
 #endif /* STRATA_PLATFORM_H */

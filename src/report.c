@@ -1,9 +1,11 @@
-/* report.c: how strata tells the user about misuse. Messages are formatted
- * on the stack and written with one write(2): reporting never allocates. */
+/* report.c: how strata tells the user about misuse and, in the debug build,
+ * about a broken invariant. Messages are formatted on the stack and written
+ * with one write(2): reporting never allocates. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "internal.h"
+#include "os.h"
 
 static void report(const char *kind, const char *what, const void *address)
 {
@@ -23,4 +25,20 @@ _Noreturn void report_fatal(const char *what, const void *address)
 void report_warning(const char *what, const void *address)
 {
     report("warning", what, address);
+}
+
+_Noreturn void report_assert(const char *file, int line, const char *expression,
+                             const char *format, ...)
+{
+    char values[160];
+    va_list args;
+    va_start(args, format);
+    vsnprintf(values, sizeof values, format, args);
+    va_end(args);
+    char text[448];
+    int n = snprintf(text, sizeof text, "strata: invariant broken at %s:%d: %s %s\n", file, line,
+                     expression, values);
+    if (n > 0)
+        os_write_stderr(text, (size_t)n < sizeof text ? (size_t)n : sizeof text - 1);
+    os_abort();
 }

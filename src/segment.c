@@ -1,19 +1,27 @@
 /* segment.c: segments (SEGMENT_SIZE-aligned regions owned by one heap), the
- * process-wide segment map that tells a strata pointer from any other, and
- * pages carved from runs of free slices. Invariants: a slice is either in
- * free_mask or covered by exactly one in-use page; dirty_mask is a subset of
- * free_mask; a segment is in the map exactly while it is owned or abandoned. */
+ * process-wide segment map that tells a strata pointer from any other, pages
+ * carved from runs of free slices, the cache of empty segments and the
+ * segments of exited threads (abandoned). Invariants (layout.h, checked by
+ * segment_check): a slice is either in free_mask or covered by exactly one
+ * in-use page; dirty_mask is a subset of free_mask; a segment is in the map
+ * exactly while it is owned or abandoned; an abandoned segment is on the
+ * abandoned list until its last page empties and no purge of it runs. */
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
-#include "internal.h"
+#include "core.h"
 
 _Atomic(uint8_t) segment_map[SEGMENT_MAP_LENGTH];
 
+/* The cache of empty segments: cache_count of them on the list, and
+ * cache_reserved more being purged by their releasers outside the lock. */
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
-struct segment *abandoned_segments;
 static struct segment *cache_head;
-static size_t cache_count;
+static size_t cache_count, cache_reserved;
+/* Segments of exited threads that still hold blocks, and their pages. */
+static pthread_mutex_t abandoned_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct segment *abandoned_segments;
 
 #define ALL_DATA_SLICES (~(uint64_t)1) /* slice 0 holds the header */
 
@@ -32,6 +40,7 @@ static struct segment *segment_new(struct heap *heap)
         cache_count--;
     }
     pthread_mutex_unlock(&cache_lock);
+    strata_assert(segment == NULL || (segment->dirty_mask == 0 && segment->pages_in_use == 0));
     if (segment == NULL) {
         segment = os_map_aligned(SEGMENT_SIZE, SEGMENT_SIZE);
         if (segment == NULL)
@@ -40,6 +49,7 @@ static struct segment *segment_new(struct heap *heap)
          * (or keep whole 2 MiB resident), so they are opt-in. */
         os_huge_pages(segment, SEGMENT_SIZE, strata_options.thp);
     }
+    strata_assert(((uintptr_t)segment & SEGMENT_MASK) == 0);
     memset(segment, 0, sizeof *segment);
     memset(segment->class_of_slice, CLASS_NONE, sizeof segment->class_of_slice);
     segment->free_mask = ALL_DATA_SLICES;
@@ -87,7 +97,9 @@ struct page *page_new(struct heap *heap, unsigned class_index)
             return NULL;
         starts = runs_of(segment->free_mask, length);
     }
+    strata_assert(starts != 0);
     unsigned first = (unsigned)__builtin_ctzll(starts);
+    strata_assert_cmp(first + length, <=, SLICES_PER_SEGMENT);
     uint64_t run = (length == 64 ? ~(uint64_t)0 : (((uint64_t)1 << length) - 1)) << first;
     bool fresh = (segment->dirty_mask & run) != run;
     heap->dirty_slices -= (size_t)__builtin_popcountll(segment->dirty_mask & run);
@@ -97,6 +109,7 @@ struct page *page_new(struct heap *heap, unsigned class_index)
     segment->pages_in_use++;
     memset(&segment->page_of_slice[first], (int)first, length);
     memset(&segment->class_of_slice[first], (int)class_index, length);
+    strata_assert((segment->free_mask & 1) == 0 && (run & 1) == 0);
 
     struct page *page = &segment->pages[first];
     memset(page, 0, sizeof *page);
@@ -107,6 +120,7 @@ struct page *page_new(struct heap *heap, unsigned class_index)
     page->slice_count = (uint8_t)length;
     page->in_use = 1;
     page->fresh = fresh;
+    strata_assert_cmp(page->reserved, >=, BIN_MIN_BLOCKS);
     return page;
 }
 
@@ -136,6 +150,8 @@ bool page_extend(struct page *page)
     ((struct block *)p)->next = page->free;
     page->free = (struct block *)first;
     page->capacity += (uint32_t)count;
+    strata_assert_cmp(page->capacity, <=, page->reserved);
+    strata_assert_cmp((size_t)page->capacity * page->block_size, <=, (size_t)page->slice_count * SLICE_SIZE);
     return true;
 }
 
@@ -159,47 +175,74 @@ static void segment_unlink(struct segment **head, struct segment *segment)
     segment->next = segment->prev = NULL;
 }
 
-void segment_release_to_os(struct segment *segment)
+/* An empty segment leaves the map, then goes to the cache (purged, outside
+ * the cache lock: a slot is reserved first) or back to the OS. */
+static void segment_release(struct segment *segment)
 {
+    strata_assert_cmp(segment->pages_in_use, ==, 0);
+    strata_assert_cmp(segment->purging, ==, 0);
+    strata_assert(segment->free_mask == ALL_DATA_SLICES);
     map_set(segment, 0);
     pthread_mutex_lock(&cache_lock);
-    if (cache_count < SEGMENT_CACHE_MAX) {
-        segment_purge_dirty(segment);
-        segment->next = cache_head;
-        cache_head = segment;
-        cache_count++;
-        segment = NULL;
-    }
+    bool keep = cache_count + cache_reserved < SEGMENT_CACHE_MAX;
+    cache_reserved += keep;
     pthread_mutex_unlock(&cache_lock);
-    if (segment != NULL)
+    if (!keep) {
         os_unmap(segment, SEGMENT_SIZE);
+        return;
+    }
+    segment_purge_dirty(segment);
+    pthread_mutex_lock(&cache_lock);
+    cache_reserved--;
+    segment->next = cache_head;
+    segment->prev = NULL;
+    cache_head = segment;
+    cache_count++;
+    pthread_mutex_unlock(&cache_lock);
 }
 
-void page_release(struct heap *heap, struct page *page)
+/* Marks an emptied page's slices free; returns their run. */
+static uint64_t page_forget(struct segment *segment, struct page *page)
 {
-    struct segment *segment = segment_of(page);
     unsigned first = (unsigned)(page - segment->pages);
+    strata_assert_cmp(first, >=, 1);
+    strata_assert_cmp(first + page->slice_count, <=, SLICES_PER_SEGMENT);
+    strata_assert_cmp(segment->pages_in_use, >, 0);
     uint64_t run = (((uint64_t)1 << page->slice_count) - 1) << first;
+    strata_assert((segment->free_mask & run) == 0);
     page->in_use = 0;
     page->free = NULL;
     page->used = 0;
     slices_forget(segment, first, page->slice_count);
     segment->free_mask |= run;
-    segment->dirty_mask |= run;
     segment->pages_in_use--;
+    return run;
+}
+
+bool page_release(struct heap *heap, struct page *page)
+{
+    struct segment *segment = segment_of(page);
+    strata_assert(page->used == 0 && !page->listed);
+    uint64_t run = page_forget(segment, page);
+    segment->dirty_mask |= run;
     heap->dirty_slices += page->slice_count;
     /* An empty segment goes back unless it is the heap's last one. */
     if (segment->pages_in_use == 0 && (segment->prev || segment->next)) {
         heap->dirty_slices -= (size_t)__builtin_popcountll(segment->dirty_mask);
         segment_unlink(&heap->segments, segment);
-        segment_release_to_os(segment);
-    } else {
-        heap_maybe_purge(heap);
+        segment_release(segment);
+        return true;
     }
+    if (STRATA_DEBUG_BUILD) {
+        const char *broken = segment_check(segment, heap->owner_word);
+        if (broken != NULL)
+            report_assert(__FILE__, __LINE__, "segment_check after a page release", "%s", broken);
+    }
+    return false;
 }
 
 /* Called by a heap whose thread exits: empty segments go back to the OS, the
- * others are left to the frees of other threads (see free_abandoned). */
+ * others are left to the frees of other threads (abandoned_free_block). */
 void heap_segments_abandon(struct heap *heap)
 {
     struct segment *segment = heap->segments;
@@ -209,19 +252,71 @@ void heap_segments_abandon(struct heap *heap)
         struct segment *next = segment->next;
         segment->next = segment->prev = NULL;
         if (segment->pages_in_use == 0) {
-            segment_release_to_os(segment);
+            segment_release(segment);
         } else {
             segment_purge_dirty(segment);
-            free_lock_all(); /* the abandoned list is the abandoned lock's */
+            pthread_mutex_lock(&abandoned_lock);
             segment->next = abandoned_segments;
             if (abandoned_segments)
                 abandoned_segments->prev = segment;
             abandoned_segments = segment;
             atomic_store_explicit(&segment->owner, OWNER_ABANDONED, memory_order_release);
-            free_unlock_all();
+            pthread_mutex_unlock(&abandoned_lock);
         }
         segment = next;
     }
+}
+
+/* Whether an abandoned segment is done with (abandoned lock held): then it
+ * leaves the list, and the caller releases it after unlocking. */
+static bool abandoned_done(struct segment *segment)
+{
+    if (segment->pages_in_use != 0 || segment->purging != 0)
+        return false;
+    segment_unlink(&abandoned_segments, segment);
+    return true;
+}
+
+void abandoned_free_block(struct page *page, struct block *block)
+{
+    struct segment *segment = segment_of(page);
+    uint64_t purge = 0;
+    bool done = false;
+    pthread_mutex_lock(&abandoned_lock);
+    if (unlikely(!page->in_use || page->free == block)) {
+        pthread_mutex_unlock(&abandoned_lock);
+        report_fatal("double free", block);
+    }
+    strata_assert_cmp(page->used, >, 0);
+    block->next = page->free;
+    page->free = block;
+    counters_bytes_out(-(long)page->block_size);
+    if (--page->used == 0) {
+        /* No owner is left to batch purges: the page's slices go back now,
+         * outside the lock; `purging` keeps the segment mapped meanwhile. */
+        purge = page_forget(segment, page);
+        done = abandoned_done(segment);
+        if (!done)
+            segment->purging++;
+    }
+    pthread_mutex_unlock(&abandoned_lock);
+    if (purge != 0 && !done) {
+        purge_slices(segment, purge);
+        pthread_mutex_lock(&abandoned_lock);
+        segment->purging--;
+        done = abandoned_done(segment);
+        pthread_mutex_unlock(&abandoned_lock);
+    }
+    if (done)
+        segment_release(segment);
+}
+
+void abandoned_for_each(void (*fn)(const struct segment *, void *), void *arg)
+{
+    pthread_mutex_lock(&abandoned_lock);
+    for (const struct segment *s = abandoned_segments; s != NULL; s = s->next)
+        fn(s, arg);
+    pthread_mutex_unlock(&abandoned_lock);
 }
 
 void segment_cache_release(void)
@@ -241,33 +336,78 @@ void segment_cache_release(void)
 void segment_lock_all(void)
 {
     pthread_mutex_lock(&cache_lock);
+    pthread_mutex_lock(&abandoned_lock);
 }
 
 void segment_unlock_all(void)
 {
+    pthread_mutex_unlock(&abandoned_lock);
     pthread_mutex_unlock(&cache_lock);
 }
 
 void segment_fork_child(void)
 {
     pthread_mutex_init(&cache_lock, NULL);
+    pthread_mutex_init(&abandoned_lock, NULL);
+    /* A releaser of the parent that had reserved a slot is gone. */
+    cache_reserved = 0;
 }
 
-bool abandoned_page_release(struct page *page)
+/* ---- invariant checker ---------------------------------------------------- */
+static STRATA_TLS char segment_broken[192];
+
+#define BROKEN(...) (snprintf(segment_broken, sizeof segment_broken, __VA_ARGS__), segment_broken)
+
+const char *segment_check(const struct segment *s, uintptr_t owner_word)
 {
-    struct segment *segment = segment_of(page);
-    unsigned first = (unsigned)(page - segment->pages);
-    uint64_t run = (((uint64_t)1 << page->slice_count) - 1) << first;
-    page->in_use = 0;
-    page->free = NULL;
-    slices_forget(segment, first, page->slice_count);
-    segment->free_mask |= run;
-    segment->pages_in_use--;
-    if (segment->pages_in_use == 0) {
-        segment_unlink(&abandoned_segments, segment);
-        segment_release_to_os(segment);
-        return true;
+    uintptr_t owner = atomic_load(&s->owner);
+    if (owner != owner_word)
+        return BROKEN("segment %p: owner word %#lx, not its heap's %#lx", (const void *)s,
+                      (unsigned long)owner, (unsigned long)owner_word);
+    if ((s->free_mask & 1) != 0)
+        return BROKEN("segment %p: the header's slice 0 is marked free", (const void *)s);
+    if ((s->dirty_mask & ~s->free_mask) != 0)
+        return BROKEN("segment %p: dirty slices %#llx not all free (%#llx)", (const void *)s,
+                      (unsigned long long)s->dirty_mask, (unsigned long long)s->free_mask);
+    if ((s->aging_mask & ~s->dirty_mask) != 0)
+        return BROKEN("segment %p: aging slices %#llx not all dirty (%#llx)", (const void *)s,
+                      (unsigned long long)s->aging_mask, (unsigned long long)s->dirty_mask);
+    uint64_t covered = 0;
+    unsigned in_use = 0;
+    for (unsigned i = 1; i < SLICES_PER_SEGMENT; i++) {
+        const struct page *page = &s->pages[i];
+        if (!page->in_use)
+            continue;
+        in_use++;
+        if (page->slice_count == 0 || i + page->slice_count > SLICES_PER_SEGMENT)
+            return BROKEN("segment %p: page at slice %u spans %u slices", (const void *)s, i,
+                          page->slice_count);
+        uint64_t run = (((uint64_t)1 << page->slice_count) - 1) << i;
+        if ((covered & run) != 0 || (s->free_mask & run) != 0)
+            return BROKEN("segment %p: page at slice %u overlaps a page or free slices",
+                          (const void *)s, i);
+        covered |= run;
+        for (unsigned k = i; k < i + page->slice_count; k++)
+            if (s->page_of_slice[k] != i || s->class_of_slice[k] != page->class_index)
+                return BROKEN("segment %p: slice %u names page %u class %u, not page %u class %u",
+                              (const void *)s, k, s->page_of_slice[k], s->class_of_slice[k], i,
+                              page->class_index);
+        if (page->used > page->capacity || page->capacity > page->reserved)
+            return BROKEN("page %p: used %u, capacity %u, reserved %u", (const void *)page,
+                          page->used, page->capacity, page->reserved);
+        if (page->block_size != class_size[page->class_index])
+            return BROKEN("page %p: block size %u, class %u is %u", (const void *)page,
+                          page->block_size, page->class_index, class_size[page->class_index]);
     }
-    purge_slices(segment, run); /* no owner is left to batch purges */
-    return false;
+    if ((covered | s->free_mask | 1) != ~(uint64_t)0)
+        return BROKEN("segment %p: slices %#llx neither free nor in a page", (const void *)s,
+                      (unsigned long long)~(covered | s->free_mask | 1));
+    for (unsigned k = 1; k < SLICES_PER_SEGMENT; k++)
+        if (((s->free_mask >> k) & 1) && (s->page_of_slice[k] != 0 || s->class_of_slice[k] != CLASS_NONE))
+            return BROKEN("segment %p: free slice %u still names page %u class %u", (const void *)s,
+                          k, s->page_of_slice[k], s->class_of_slice[k]);
+    if (in_use != s->pages_in_use)
+        return BROKEN("segment %p: %u pages in use, counted %u", (const void *)s, in_use,
+                      s->pages_in_use);
+    return NULL;
 }

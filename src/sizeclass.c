@@ -2,7 +2,7 @@
  * classes per doubling up to SMALL_MAX, so rounding wastes at most 12.5%
  * above 64 bytes. A class size that is a multiple of 16 gives 16-aligned
  * blocks; the others only ever hold requests that need 8. */
-#include "internal.h"
+#include "core.h"
 
 uint32_t class_size[CLASS_COUNT];
 uint8_t class_of_direct[DIRECT_COUNT];

@@ -1,58 +1,21 @@
-/* stats.c: statistics. A snapshot walks every live heap (under its lock),
- * the abandoned segments and the large-block registry; the peak comes from
- * one counter the slow paths keep of bytes handed out of pages and large
- * mappings. Printing goes through stdio, never from inside the allocator. */
+/* stats.c: statistics, the top of the general allocator's reporting. A
+ * snapshot walks every live heap (under its lock), the abandoned segments and
+ * the large-block registry; the peak comes from the counters (counters.c)
+ * the slow paths keep of bytes handed out. Printing goes through stdio,
+ * never from inside the allocator. */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "internal.h"
+#include "core.h"
 #include "strata.h"
 
 _Static_assert(STRATA_STATS_CLASSES == CLASS_COUNT, "one stats row per size class");
 
-static _Atomic long bytes_out;
-static _Atomic long bytes_out_peak;
-
-/* Each heap gathers its changes and publishes them a mebibyte at a time, so
- * the slow paths share no cache line; the peak is exact to that much a heap. */
-#define PUBLISH_BYTES (1L << 20)
-
-static void publish(long delta)
+static void count_segment(const struct segment *s, void *arg)
 {
-    long now = atomic_fetch_add_explicit(&bytes_out, delta, memory_order_relaxed) + delta;
-    long peak = atomic_load_explicit(&bytes_out_peak, memory_order_relaxed);
-    while (now > peak && !atomic_compare_exchange_weak_explicit(&bytes_out_peak, &peak, now,
-                                                                memory_order_relaxed,
-                                                                memory_order_relaxed))
-        ;
-}
-
-void stats_bytes_out(long delta)
-{
-    struct heap *heap = thread_heap;
-    if (heap == &heap_empty) {
-        publish(delta);
-        return;
-    }
-    heap->unpublished += delta;
-    if (heap->unpublished >= PUBLISH_BYTES || heap->unpublished <= -PUBLISH_BYTES) {
-        publish(heap->unpublished);
-        heap->unpublished = 0;
-    }
-}
-
-void stats_heap_retire(struct heap *heap)
-{
-    publish(heap->unpublished);
-    heap->unpublished = 0;
-}
-
-static void count_segment(const struct segment *s, struct strata_stats *stats)
-{
+    struct strata_stats *stats = arg;
     for (unsigned i = 1; i < SLICES_PER_SEGMENT; i++) {
         const struct page *page = &s->pages[i];
         if (!page->in_use)
@@ -79,45 +42,31 @@ static void count_heap(struct heap *heap, void *arg)
     }
 }
 
-static size_t resident_bytes_now(void)
+static void count_abandoned(const struct segment *s, void *arg)
 {
-    int fd = open("/proc/self/statm", O_RDONLY);
-    if (fd < 0)
-        return 0;
-    char text[96];
-    ssize_t n = read(fd, text, sizeof text - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    text[n] = '\0';
-    unsigned long size = 0, resident = 0;
-    sscanf(text, "%lu %lu", &size, &resident);
-    return (size_t)resident * os_page_size();
+    struct strata_stats *stats = arg;
+    stats->abandoned_segments++;
+    count_segment(s, stats);
 }
 
 STRATA_EXPORT int strata_stats_get(struct strata_stats *stats)
 {
     if (stats == NULL)
         return EINVAL;
-    strata_init();
+    config_init();
     memset(stats, 0, sizeof *stats);
     stats->classes = CLASS_COUNT;
     for (unsigned c = 0; c < CLASS_COUNT; c++)
         stats->size_class[c].block_size = class_size[c];
     heap_for_each_live(count_heap, stats, false);
-    free_lock_all();
-    for (const struct segment *s = abandoned_segments; s != NULL; s = s->next) {
-        stats->abandoned_segments++;
-        count_segment(s, stats);
-    }
-    free_unlock_all();
+    abandoned_for_each(count_abandoned, stats);
     large_stats(&stats->large_blocks, &stats->large_bytes, &stats->cached);
     for (unsigned c = 0; c < CLASS_COUNT; c++)
         stats->allocated += stats->size_class[c].blocks_in_use * class_size[c];
     stats->allocated += stats->large_bytes;
-    long peak = atomic_load_explicit(&bytes_out_peak, memory_order_relaxed);
+    long peak = counters_peak();
     stats->allocated_peak = peak > 0 && (size_t)peak > stats->allocated ? (size_t)peak : stats->allocated;
-    stats->resident = resident_bytes_now();
+    stats->resident = os_resident_bytes();
     stats->mapped = os_mapped_bytes();
     stats->purged = os_purged_bytes();
     return 0;

@@ -26,6 +26,19 @@ static int check_passed, check_failed;
         }                                                                        \
     } while (0)
 
+/* An invariant checker's verdict (checkers.h: NULL when sound); on a broken
+ * invariant, prints which one. */
+#define CHECK_SOUND(verdict)                                                     \
+    do {                                                                         \
+        const char *broken_ = (verdict);                                         \
+        if (broken_ == NULL) {                                                   \
+            check_passed++;                                                      \
+        } else {                                                                 \
+            check_failed++;                                                      \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #verdict, broken_); \
+        }                                                                        \
+    } while (0)
+
 static inline int check_finish(void)
 {
     printf("checks: %d passed, %d failed\n", check_passed, check_failed);

@@ -3,7 +3,8 @@
 #include <stdint.h>
 
 #include "check.h"
-#include "internal.h"
+#include "checkers.h"
+#include "core.h"
 #include "strata.h"
 
 static int all_bytes(const unsigned char *p, size_t n, unsigned char value)
@@ -132,8 +133,8 @@ static void test_realloc(void)
     strata_free(keep);
 }
 
-/* seed 003: a big string grown in small steps moves with mremap: no new
- * mapping and no copy, and far fewer moves than steps. */
+/* As in zsh's mmap string test, a big string grown in small steps moves
+ * with mremap: no new mapping and no copy, and far fewer moves than steps. */
 static void test_large_growth(void)
 {
     size_t n = 200000;

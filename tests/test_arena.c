@@ -7,7 +7,8 @@
 #include <stdint.h>
 
 #include "check.h"
-#include "internal.h"
+#include "checkers.h"
+#include "core.h"
 #include "strata.h"
 
 static size_t in_use(strata_arena *a)
@@ -183,6 +184,7 @@ static void test_model(void)
     size_t mark_live[MAX_MARKS], mark_count = 0;
     unsigned long long rng = 99;
     int ok = 1;
+    const char *broken = NULL;
     for (int step = 0; step < 20000 && ok; step++) {
         unsigned op = (unsigned)(check_random(&rng) % 100);
         if (op < 60 && live_count < MAX_LIVE) {
@@ -211,10 +213,13 @@ static void test_model(void)
             live_count = mark_live[which];
             mark_count = which;
         }
+        if (broken == NULL)
+            broken = arena_check(a); /* chunks, cache, big blocks, marks, counts */
         if (step % 100 == 0)
             for (size_t i = 0; i < live_count && ok; i++)
                 ok &= filled(live[i].p, live[i].n, live[i].seed);
     }
+    CHECK_SOUND(broken);
     for (size_t i = 0; i < live_count && ok; i++)
         ok &= filled(live[i].p, live[i].n, live[i].seed);
     CHECK(ok);

@@ -1,6 +1,6 @@
 /* test_context.c: contexts (talloc-style trees). Tree shape (parents, sizes,
  * block counts) and the white-box invariant checker after every operation,
- * destructor order and refusal, steal, seed 004's pool reclaim cases,
+ * destructor order and refusal, steal, talloc's pool reclaim cases,
  * realloc in a pool, limits, misuse in child processes, a subtree handed to
  * another thread, and a random operation sequence checked against a model. */
 #include <errno.h>
@@ -8,7 +8,8 @@
 #include <stdint.h>
 
 #include "check.h"
-#include "internal.h"
+#include "checkers.h"
+#include "core.h"
 #include "strata.h"
 
 #define TREE_OK(p) tree_ok((p), __LINE__)
@@ -365,8 +366,8 @@ static void test_realloc(void)
 
 static void test_pool_reclaim(void)
 {
-    /* Seed 004: allocate 2048 / free in a 4096 pool, over and over: one
-     * allocation from the system (the pool), none per iteration. */
+    /* talloc's pool rule: allocate 2048 / free in a 4096 pool, over and
+     * over: one allocation from the system (the pool), none per iteration. */
     size_t before = allocated_now();
     char *pool = strata_ctx_pool(NULL, 4096);
     CHECK(pool != NULL && strata_ctx_size(pool) == 0);

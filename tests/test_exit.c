@@ -5,7 +5,8 @@
 #include <pthread.h>
 
 #include "check.h"
-#include "internal.h"
+#include "checkers.h"
+#include "core.h"
 #include "strata.h"
 
 #define BLOCKS 20000

@@ -2,7 +2,8 @@
  * the smallest class that holds it, waste stays within 12.5% above 64 bytes,
  * the direct table agrees, and alignment follows the class size. */
 #include "check.h"
-#include "internal.h"
+#include "checkers.h"
+#include "core.h"
 
 int main(void)
 {

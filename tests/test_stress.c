@@ -8,7 +8,8 @@
 #include <stdint.h>
 
 #include "check.h"
-#include "internal.h"
+#include "checkers.h"
+#include "core.h"
 #include "strata.h"
 
 #define THREADS 8
@@ -71,8 +72,11 @@ static void *worker(void *arg)
         if (theirs != NULL)
             check_and_free(theirs);
     }
-    if (heap_check(thread_heap) != 0)
+    const char *broken = heap_check(thread_heap);
+    if (broken != NULL) {
+        fprintf(stderr, "heap_check: %s\n", broken);
         atomic_fetch_add(&broken_heaps, 1);
+    }
     return NULL;
 }
 

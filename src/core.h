@@ -1,0 +1,154 @@
+/* core.h: the general allocator's internal prototypes, grouped by the file
+ * that defines them, in layer order (a file calls only the files above it
+ * in this header, and the OS layer's os.h). Included by the core's files and
+ * the white-box tests only; the arenas see os.h, the contexts fastpath.h.
+ *
+ * Layers, bottom to top (README "Design"; tests/test_layers checks them on
+ * the object files):
+ *   0 os.c                          system calls
+ *   1 report.c options.c sizeclass.c counters.c instrument.c
+ *   2 purge.c segment.c             slices back to the OS; segments, pages
+ *   3 large.c heap.c                large mappings; thread heaps
+ *   4 free.c                        every free but the inline one
+ *   5 stats.c                       statistics
+ *   6 init.c                        start-up, fork, the purger thread
+ *   7 api.c override.c              strata_* and the malloc family
+ *   8 arena.c context.c             arenas, contexts
+ *
+ * Lock order (a lock may be taken while holding only locks above it):
+ *   1. the heap pool lock (heap.c): the pool's free list
+ *   2. a heap's lock: its segments and slice masks; a thread holds one at a
+ *      time, except fork_prepare, which takes every heap's in turn
+ *   3. the segment cache lock (segment.c)
+ *   4. the abandoned lock (segment.c): the abandoned segments and their pages
+ *   5. the large lock (large.c): the registry and the mapping cache
+ * No system call runs under locks 1, 3, 4 or 5, which every thread may
+ * want: a thread maps, remaps, purges and unmaps only under its own heap's
+ * lock, or under none. */
+#ifndef STRATA_CORE_H
+#define STRATA_CORE_H
+
+#include "counters.h"
+#include "layout.h"
+#include "os.h"
+
+/* ---- sizeclass.c ------------------------------------------------------ */
+/* Slices a page of the class spans. */
+size_t class_slices(unsigned class_index);
+
+/* ---- purge.c: giving free slices back to the OS ------------------------ */
+void purge_slices(struct segment *segment, uint64_t slices);
+/* Purges the segment's dirty slices and clears its dirty and aging masks. */
+void segment_purge_dirty(struct segment *segment);
+
+/* ---- segment.c: segments, the segment map, pages, abandoned segments --- */
+/* A page of the class from the heap's segments, or a new segment's (heap
+ * lock held); NULL when no memory is to be had. */
+struct page *page_new(struct heap *heap, unsigned class_index);
+/* Gives an empty page's slices back to its segment, and an emptied segment
+ * (not the heap's last) back to the cache or the OS; true if the segment
+ * went (heap lock held, or the heap's thread exiting). */
+bool page_release(struct heap *heap, struct page *page);
+/* Carves more blocks into the page's free list; false when it is full. */
+bool page_extend(struct page *page);
+/* An exiting heap's segments: empty ones go back, the others are abandoned
+ * to the frees of other threads. */
+void heap_segments_abandon(struct heap *heap);
+/* Frees a block of an abandoned segment; its page and segment go back when
+ * they empty. Reports a double free of the page's last freed block. */
+void abandoned_free_block(struct page *page, struct block *block);
+/* Calls fn on every abandoned segment, under the abandoned lock. */
+void abandoned_for_each(void (*fn)(const struct segment *, void *), void *arg);
+/* Unmaps every cached empty segment now. */
+void segment_cache_release(void);
+const char *segment_check(const struct segment *segment, uintptr_t owner_word);
+void segment_lock_all(void);
+void segment_unlock_all(void);
+void segment_fork_child(void);
+
+/* ---- large.c: blocks mapped directly ------------------------------------ */
+void *large_alloc(size_t size, size_t alignment);
+/* A zeroed large block (calloc). */
+void *large_calloc(size_t size);
+/* Frees `p` if it is a live large block; false if it is not one. */
+bool large_free(void *p);
+/* Usable size of a live large block, 0 if `p` is not one. */
+size_t large_usable_size(const void *p);
+/* Resizes a live large block with mremap; NULL with errno set on failure. */
+void *large_realloc(void *p, size_t size);
+/* Unmaps every cached large mapping now. */
+void large_cache_release(void);
+/* Unmaps the cached large mappings unused for two purge delays. */
+void large_cache_expire_now(void);
+/* Live large blocks and their usable bytes; adds cached mappings to *cached. */
+void large_stats(size_t *blocks, size_t *bytes, size_t *cached);
+void large_lock_all(void);
+void large_unlock_all(void);
+void large_fork_child(void);
+
+/* ---- heap.c: thread heaps --------------------------------------------- */
+extern struct page page_empty;
+/* Creates the thread-exit key (start-up, before any heap). */
+void heap_threads_init(void);
+/* Gives the calling thread a heap (start-up done); NULL without memory. */
+struct heap *heap_acquire(void);
+/* Takes a block of a class whose bin is empty, refilling the bin; NULL
+ * when no memory is to be had (errno untouched). */
+void *heap_bin_refill(struct heap *heap, unsigned class_index);
+/* Returns half of a full bin's blocks to their pages. */
+void heap_bin_flush(struct heap *heap, struct bin *bin);
+/* Frees a validated block of a segment from whichever thread calls: into
+ * the caller's own page, onto the owner's remote list, or into its
+ * abandoned segment. */
+void heap_free_block(void *p);
+/* Returns a block to its page, in the heap that owns it. */
+void page_free_block(struct heap *heap, struct page *page, struct block *block);
+void heap_collect_remote(struct heap *heap);
+/* Purge policy: purges the slices that have stayed free since the last
+ * check, once a delay has passed since it, or everything past the dirty
+ * limit; asks for the purger thread when the heap holds enough. */
+void heap_maybe_purge(struct heap *heap);
+/* The purger's step for one heap (heap lock held): its aged free slices,
+ * unless the owner checked lately. */
+void heap_purge_idle(struct heap *heap, void *unused);
+/* Purges every dirty slice of the heap now (heap lock held). */
+void heap_purge_dirty(struct heap *heap);
+/* Whether the purger thread should start: asked for by a heap holding
+ * PURGER_WANTED_SLICES free (or by the first heap, with
+ * STRATA_BACKGROUND_PURGE=1), taken by init.c's purger_start. */
+enum purger_request { PURGER_IDLE, PURGER_REQUESTED, PURGER_TAKEN };
+extern _Atomic int purger_request;
+/* Calls fn on every heap with a thread, holding its lock (with `try_only`,
+ * skipping heaps whose lock is busy). Takes no process-wide lock. */
+void heap_for_each_live(void (*fn)(struct heap *, void *), void *arg, bool try_only);
+/* Returns the caller's cached blocks and empty pages, then purges. */
+void heap_trim_own(void);
+/* The debug build's checks at a page refill (the page and the bin), and
+ * now and then of the whole heap. */
+void heap_debug_refill(struct heap *heap, unsigned class_index);
+void heap_lock_all(void);
+void heap_unlock_all(void);
+void heap_fork_child(void);
+
+/* ---- free.c ----------------------------------------------------------- */
+/* Every free the inline path does not finish: other threads' blocks,
+ * checked mode, large blocks, foreign pointers. */
+void free_slow(void *p);
+
+/* ---- stats.c ---------------------------------------------------------- */
+/* Prints the statistics at exit when STRATA_SHOW_STATS asks. */
+void stats_init(void);
+
+/* ---- init.c: start-up, fork, the purger thread ------------------------ */
+/* Sets the process up (options, thread-exit key, fork handlers); cheap once
+ * done. Runs as a constructor at load, or at the first call before it. */
+void strata_init(void);
+/* Starts the purger thread (once a heap asked); call with no lock held. */
+STRATA_NOINLINE void purger_start(void);
+static inline void purger_start_if_wanted(void)
+{
+    if (unlikely(atomic_load_explicit(&purger_request, memory_order_relaxed) == PURGER_REQUESTED))
+        purger_start();
+}
+
+#endif /* STRATA_CORE_H */

@@ -1,0 +1,178 @@
+/* layout.h: how strata's memory is laid out, shared by the core and by the
+ * inline paths: the geometry of segments, slices and pages, the structures
+ * of segments, pages, bins and heaps, and the pure lookups from a pointer to
+ * its segment and page. It declares no function of any layer: the core's
+ * are in core.h, the inline paths' in fastpath.h. */
+#ifndef STRATA_LAYOUT_H
+#define STRATA_LAYOUT_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <pthread.h>
+#include <stdint.h>
+
+#include "platform.h"
+#include "sizeclass.h"
+
+/* ---- Geometry -----------------------------------------------------------
+ * A segment is SEGMENT_SIZE bytes aligned to SEGMENT_SIZE, cut into slices of
+ * SLICE_SIZE; slice 0 holds the segment header. A page is a run of slices
+ * carved into blocks of one size class. */
+#define SEGMENT_SHIFT 22
+#define SEGMENT_SIZE ((size_t)1 << SEGMENT_SHIFT)
+#define SEGMENT_MASK (SEGMENT_SIZE - 1)
+#define SLICE_SHIFT 16
+#define SLICE_SIZE ((size_t)1 << SLICE_SHIFT)
+#define SLICES_PER_SEGMENT (SEGMENT_SIZE / SLICE_SIZE)
+
+_Static_assert(SLICES_PER_SEGMENT == 64, "a segment's slices are the bits of one uint64_t mask");
+_Static_assert(SMALL_MAX * 4 <= (SLICES_PER_SEGMENT - 1) * SLICE_SIZE,
+               "a page of the largest class (4 blocks) fits beside the header");
+
+/* Free slices stay resident for reuse until they have been unused for
+ * between one and two purge delays (STRATA_PURGE_DELAY_MS, 10 ms by
+ * default); past HEAP_DIRTY_LIMIT slices a heap purges at once. A heap
+ * holding PURGER_WANTED_SLICES free slices (4 MiB) asks for the purger
+ * thread (STRATA_BACKGROUND_PURGE=2). */
+#define HEAP_DIRTY_LIMIT 512
+#define PURGER_WANTED_SLICES 64
+/* Empty, purged segments kept mapped process-wide to avoid mmap churn. */
+#define SEGMENT_CACHE_MAX 4
+
+/* Owner word of a segment: a heap pointer, optionally tagged in checked mode
+ * so that the inline local-free comparison never matches, or
+ * OWNER_ABANDONED once its heap's thread has exited. */
+#define OWNER_CHECK_TAG ((uintptr_t)1)
+#define OWNER_ABANDONED ((uintptr_t)2)
+#define OWNER_NONE ((uintptr_t)3) /* the empty heap's word: matches no segment */
+
+/* class_of_slice of a slice that holds no page: its bin never has room, so a
+ * free there takes the slow path, which reports it. */
+#define CLASS_NONE CLASS_COUNT
+/* A thread's cache keeps at most this many bytes of free blocks per class,
+ * and at least BIN_MIN_BLOCKS blocks. */
+#define BIN_BYTES ((size_t)32 * 1024)
+#define BIN_MIN_BLOCKS 4
+#define BIN_MAX_BLOCKS 256
+
+/* The remote-free list of a heap whose thread is gone. */
+#define REMOTE_CLOSED ((struct block *)(uintptr_t)1)
+
+struct block {
+    struct block *next;
+};
+
+struct heap;
+
+/* Invariants (page_check): used <= capacity <= reserved; the free list holds
+ * capacity - used blocks, each the start of a carved block of the page. */
+struct page {
+    struct block *free;       /* blocks ready to hand out */
+    uint32_t used;            /* blocks handed out and not yet freed locally */
+    uint32_t capacity;        /* blocks carved so far */
+    uint32_t reserved;        /* blocks that fit in the page */
+    uint32_t block_size;
+    uint8_t class_index;
+    uint8_t slice_count;
+    uint8_t in_use;           /* 1 while the page holds a size class */
+    uint8_t listed;           /* 1 while on its class's available list */
+    uint8_t fresh;            /* 1 when taken from purged or new slices */
+    char *start;
+    struct page *next, *prev; /* available list of its class */
+};
+
+/* Invariants (segment_check): a slice is either in free_mask or covered by
+ * exactly one in-use page, whose slices name it and its class; slice 0 is
+ * the header's; dirty_mask is a subset of free_mask and aging_mask of
+ * dirty_mask; pages_in_use counts the in-use pages; a segment is in the
+ * segment map exactly while it is owned or abandoned. */
+struct segment {
+    _Atomic uintptr_t owner;     /* heap | tag, or OWNER_ABANDONED */
+    uint64_t free_mask;          /* slices not in a page */
+    uint64_t dirty_mask;         /* free slices that may still be resident */
+    uint64_t aging_mask;         /* dirty since the heap's last purge check */
+    struct segment *next, *prev; /* owner heap's list, the abandoned list, or the cache */
+    uint32_t pages_in_use;
+    uint32_t purging;            /* abandoned: purges running outside the lock */
+    /* The owner's line and this one are all that a local free reads. */
+    _Alignas(CACHE_LINE) uint8_t class_of_slice[SLICES_PER_SEGMENT];
+    uint8_t page_of_slice[SLICES_PER_SEGMENT]; /* first slice of its page */
+    _Alignas(CACHE_LINE) struct page pages[SLICES_PER_SEGMENT]; /* valid at first slices */
+};
+
+_Static_assert(sizeof(struct segment) <= SLICE_SIZE, "the segment header fits in slice 0");
+
+/* A thread's cache of free blocks of one class, in front of the pages.
+ * Invariant: the list holds `count` <= `limit` blocks of pages the heap owns. */
+struct bin {
+    struct block *head;
+    uint32_t count;
+    uint32_t limit; /* 0 in checked mode: every call goes to the pages */
+};
+
+struct heap {
+    struct bin bins[CLASS_COUNT + 1];  /* the last is CLASS_NONE's, never room */
+    struct page *current[CLASS_COUNT]; /* the page bins refill from */
+    struct page *available[CLASS_COUNT]; /* pages with free blocks */
+    /* Blocks freed by other threads: on a line of its own, which those
+     * threads write, so the owner's other fields do not bounce with it. */
+    _Alignas(CACHE_LINE) _Atomic(struct block *) remote;
+    _Alignas(CACHE_LINE) struct segment *segments;
+    size_t dirty_slices;
+    uint64_t purge_epoch;                /* time of the last purge check */
+    uint64_t refills;                    /* debug build: refills since the last full check */
+    struct heap *next_free;              /* the heap pool's free list (pool lock) */
+    _Atomic(struct heap *) next_all;     /* every heap ever made; never unlinked */
+    bool live;                           /* a thread owns it (heap lock) */
+    uintptr_t owner_word;                /* what this heap writes as owner */
+    /* Guards the heap's segments (their list, slice masks, dirty counts)
+     * and `live`: held by the owner while it takes or releases a page, and
+     * by the purger and statistics from other threads. Bins and page free
+     * lists are the owner's alone and never need it. */
+    pthread_mutex_t lock;
+};
+
+/* The calling thread's heap, or &heap_empty before its first allocation
+ * (heap.c). */
+extern struct heap heap_empty;
+extern STRATA_TLS struct heap *thread_heap;
+
+/* ---- The segment map and pointer lookups -------------------------------- */
+#define SEGMENT_MAP_LENGTH ((size_t)1 << (47 - SEGMENT_SHIFT))
+/* A byte per SEGMENT_SIZE region of the 47-bit address space, in .bss: its
+ * untouched pages cost no memory, and it is valid before initialisation
+ * (segment.c). */
+extern _Atomic(uint8_t) segment_map[SEGMENT_MAP_LENGTH];
+
+static inline struct segment *segment_of(const void *p)
+{
+    return (struct segment *)((uintptr_t)p & ~(uintptr_t)SEGMENT_MASK);
+}
+
+static inline bool is_segment_pointer(const void *p)
+{
+    uintptr_t index = (uintptr_t)p >> SEGMENT_SHIFT;
+    return index < SEGMENT_MAP_LENGTH &&
+           atomic_load_explicit(&segment_map[index], memory_order_relaxed);
+}
+
+static inline unsigned slice_of(const void *p)
+{
+    return (unsigned)(((uintptr_t)p & SEGMENT_MASK) >> SLICE_SHIFT);
+}
+
+static inline struct page *page_of(struct segment *segment, const void *p)
+{
+    return &segment->pages[segment->page_of_slice[slice_of(p)]];
+}
+
+/* The usable size of a block in a segment, 0 when its page holds no class
+ * (inline: realloc asks it at every step of a string grown in place). */
+static inline size_t small_usable_size(const void *p)
+{
+    struct page *page = page_of(segment_of(p), p);
+    return page->in_use ? page->block_size : 0;
+}
+
+#endif /* STRATA_LAYOUT_H */

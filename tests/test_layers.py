@@ -1,0 +1,214 @@
+"""tests/test_layers.py: the library's call structure, measured from its
+object files ($BUILD/obj/*.o, via nm), must keep its layering: calls go down
+only (an object uses symbols of its own layer or lower ones), the call graph
+has no cycle, and the sources keep to their allowed includes. Prints the
+graph for a reader and the "checks: N passed, N failed" line that
+tests/run.sh adds up. `--graph` prints only the graph and its cycles."""
+import glob
+import os
+import re
+import subprocess
+import sys
+
+# The layers, bottom (0) to top: an object may use its own layer or lower.
+# Names are object files without ".o"; a name not built yet is only noted.
+LAYERS = [
+    ("os", ["os"]),
+    ("base", ["report", "options", "sizeclass", "counters", "instrument"]),
+    ("segments and pages", ["purge", "segment"]),
+    ("large blocks and thread heaps", ["large", "heap"]),
+    ("free paths", ["free"]),
+    ("statistics", ["stats"]),
+    ("start-up and fork", ["init"]),
+    ("API", ["api", "override"]),
+    ("arenas and contexts", ["arena", "context"]),
+]
+
+# At most one mutual pair of objects in the same layer may call each other,
+# e.g. {frozenset({"heap", "large"})}. Any pair listed here must be justified
+# in a comment in the core header, next to the declarations involved.
+ALLOWED_PAIRS = set()
+
+# Project headers each source may include (strata.h: the public header, as
+# <strata.h> or "strata.h"). A source not listed here is not limited.
+INCLUDE_RULES = {
+    "arena.c": ["os.h", "instrument.h", "platform.h", "checkers.h", "strata.h"],
+    "context.c": ["fastpath.h", "os.h", "instrument.h", "platform.h",
+                  "checkers.h", "strata.h"],
+    "override.c": ["fastpath.h", "os.h", "platform.h", "strata.h"],
+}
+# Headers no file in src/ may include.
+FORBIDDEN_HEADERS = ["internal.h"]
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+BUILD = os.environ.get("BUILD", "build")
+SRC = os.environ.get("LAYERS_SRC", os.path.join(ROOT, "src"))
+passed = failed = 0
+
+
+def check(condition, what, details=()):
+    global passed, failed
+    if condition:
+        passed += 1
+    else:
+        failed += 1
+        print("CHECK failed: %s" % what)
+        for line in details:
+            print("  " + line)
+
+
+def nm(args, path):
+    out = subprocess.run(["nm"] + args + [path], capture_output=True,
+                         text=True, check=True).stdout
+    return {line.split()[-1] for line in out.splitlines()
+            if len(line.split()) >= 2}
+
+
+def read_graph(objects):
+    """arrows[a][b] = the symbols a uses that b defines (a, b: names)."""
+    defined, used = {}, {}
+    for path in objects:
+        name = os.path.basename(path)[:-2]
+        defined[name] = nm(["--defined-only", "-g"], path)
+        used[name] = nm(["-u"], path)
+    definers = {}
+    for name, symbols in defined.items():
+        for s in symbols:
+            definers.setdefault(s, set()).add(name)
+    arrows = {name: {} for name in defined}
+    for a, symbols in used.items():
+        for s in symbols:
+            for b in definers.get(s, ()):
+                if b != a:
+                    arrows[a].setdefault(b, set()).add(s)
+    return arrows
+
+
+def cycles(arrows):
+    """Strongly connected components of more than one object (Tarjan)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(arrows[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = stack[stack.index(v):]
+            del stack[stack.index(v):]
+            on_stack.difference_update(component)
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(arrows):
+        if v not in index:
+            visit(v)
+    return sorted(found)
+
+
+def symbols_text(symbols, most=6):
+    s = sorted(symbols)
+    more = " +%d more" % (len(s) - most) if len(s) > most else ""
+    return ", ".join(s[:most]) + more
+
+
+def print_graph(arrows, found):
+    print("call graph (object -> objects whose symbols it uses):")
+    for a in sorted(arrows):
+        print("%s.o -> %s" % (a, ", ".join(b + ".o" for b in sorted(arrows[a]))
+                              or "(nothing)"))
+    for component in found:
+        allowed = " (allowed pair)" if frozenset(component) in ALLOWED_PAIRS else ""
+        print("cycle: " + " ".join(c + ".o" for c in component) + allowed)
+
+
+def includes(path):
+    """Project headers a source includes: every "x.h", and <x.h> where x.h is
+    a header of src/ or include/ (so <strata.h> counts, <string.h> not)."""
+    ours = {os.path.basename(h) for h in glob.glob(os.path.join(SRC, "*.h"))
+            + glob.glob(os.path.join(ROOT, "include", "*.h"))} | {"strata.h"}
+    found = []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            m = re.match(r'\s*#\s*include\s*([<"])([^>"]+)[>"]', line)
+            if m and (m.group(1) == '"' or os.path.basename(m.group(2)) in ours):
+                found.append(os.path.basename(m.group(2)))
+    return found
+
+
+def main():
+    objects = sorted(glob.glob(os.path.join(BUILD, "obj", "*.o")))
+    if "--graph" in sys.argv[1:]:
+        if not objects:
+            print("no object files in %s/obj: run make first" % BUILD)
+            return 0
+        arrows = read_graph(objects)
+        print_graph(arrows, cycles(arrows))
+        return 0
+    check(objects, "no object files in %s/obj: run make first" % BUILD)
+    arrows = read_graph(objects)
+    layer_of, twice = {}, []
+    for number, (_, names) in enumerate(LAYERS):
+        for name in names:
+            if name in layer_of:
+                twice.append("%s.o is in layers %d and %d" % (name, layer_of[name], number))
+            layer_of[name] = number
+    check(not twice, "the layer table lists an object twice", twice)
+    absent = sorted(set(layer_of) - set(arrows))
+    if objects and absent:
+        print("note: in the layer table but not built: "
+              + ", ".join(n + ".o" for n in absent))
+    unclassified = sorted(set(arrows) - set(layer_of))
+    check(not unclassified, "every object is in a layer",
+          ["unclassified object %s.o: add it to a layer" % n for n in unclassified])
+
+    upward = []
+    for a in sorted(arrows):
+        for b in sorted(arrows[a]):
+            if a in layer_of and b in layer_of and layer_of[b] > layer_of[a]:
+                upward.append("upward call: %s.o -> %s.o (%s); layer %d %s -> %d %s"
+                              % (a, b, symbols_text(arrows[a][b]), layer_of[a],
+                                 LAYERS[layer_of[a]][0], layer_of[b], LAYERS[layer_of[b]][0]))
+    check(not upward, "calls go down only (to the same layer or a lower one)", upward)
+
+    bad_pairs = ["allowed pair %s is not two objects of one layer" % sorted(p)
+                 for p in ALLOWED_PAIRS
+                 if len(p) != 2 or len({layer_of.get(n, -1 - i) for i, n in enumerate(p)}) != 1]
+    if len(ALLOWED_PAIRS) > 1:
+        bad_pairs.append("ALLOWED_PAIRS lists %d pairs: at most one" % len(ALLOWED_PAIRS))
+    check(not bad_pairs, "ALLOWED_PAIRS holds at most one same-layer pair", bad_pairs)
+    found = cycles(arrows)
+    lines = []
+    for component in found:
+        if frozenset(component) in ALLOWED_PAIRS and not bad_pairs:
+            continue
+        lines.append("cycle: " + " ".join(c + ".o" for c in component))
+        lines += ["  %s.o -> %s.o (%s)" % (a, b, symbols_text(arrows[a][b]))
+                  for a in component for b in sorted(arrows[a]) if b in component]
+    check(not lines, "the call graph has no cycle", lines)
+
+    sources = sorted(glob.glob(os.path.join(SRC, "*.c")) + glob.glob(os.path.join(SRC, "*.h")))
+    for name, allowed in sorted(INCLUDE_RULES.items()):
+        path = os.path.join(SRC, name)
+        if os.path.exists(path):
+            extra = sorted(set(includes(path)) - set(allowed))
+            check(not extra, "src/%s includes only %s" % (name, ", ".join(allowed)),
+                  ["src/%s includes %s" % (name, h) for h in extra])
+    for header in FORBIDDEN_HEADERS:
+        users = [os.path.basename(p) for p in sources if header in includes(p)]
+        check(not users, "no file in src/ includes %s" % header,
+              ["src/%s includes %s" % (u, header) for u in users])
+
+    if arrows:
+        print_graph(arrows, found)
+    print("checks: %d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
