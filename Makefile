@@ -13,7 +13,7 @@ BASE_CFLAGS := -std=gnu11 $(WARN) -Iinclude -Isrc -fPIC -fvisibility=hidden -fno
   -D_GNU_SOURCE
 LIBS := -lpthread
 
-CORE := os report options instrument sizeclass counters purge segment large heap free stats init api arena context
+CORE := os report options instrument sizeclass counters purge segment large heap free stats init alloc api arena context
 CORE_OBJ := $(CORE:%=$(BUILD)/obj/%.o)
 ALL_OBJ := $(CORE_OBJ) $(BUILD)/obj/override.o
 HEADERS := include/strata.h $(wildcard src/*.h)

@@ -11,14 +11,18 @@
 #include <string.h>
 
 #define STRATA_BUILDING_LIBRARY 1 /* the out-of-line strata_arena_alloc */
-#include "instrument.h"
 #include "checkers.h"
+#include "instrument.h"
+#include "options.h"
 #include "os.h"
+#include "report.h"
 #include "strata.h"
 
 
 
 #define ARENA_ALIGN ((size_t)16) /* _Alignof(max_align_t) on the targets */
+#define ARENA_DEFAULT_CHUNK ((size_t)64 * 1024) /* strata.h documents both defaults */
+#define ARENA_DEFAULT_KEEP 2
 #define CHUNK_HEADER ((size_t)32)
 #define BIG_HEADER ((size_t)32)
 
@@ -89,14 +93,14 @@ STRATA_EXPORT strata_arena *strata_arena_new(const strata_arena_opts *opts)
     strata_arena *a = strata_calloc(1, sizeof *a);
     if (a == NULL)
         return NULL;
-    size_t chunk = opts && opts->chunk_size ? opts->chunk_size : 64 * 1024;
+    size_t chunk = opts && opts->chunk_size ? opts->chunk_size : ARENA_DEFAULT_CHUNK;
     if (chunk < 4096 || chunk > ((size_t)1 << 30)) {
         strata_free(a);
         errno = EINVAL;
         return NULL;
     }
     a->chunk_size = round_up(chunk, os_page_size());
-    a->keep = opts && opts->keep_chunks ? opts->keep_chunks : 2;
+    a->keep = opts && opts->keep_chunks ? opts->keep_chunks : ARENA_DEFAULT_KEEP;
     /* Blocks above a quarter chunk get their own mapping: a chunk never
      * wastes more than a quarter on a block that did not fit. */
     a->big_threshold = a->chunk_size / 4;

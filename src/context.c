@@ -12,10 +12,10 @@
 #include <string.h>
 
 #define STRATA_BUILDING_LIBRARY 1 /* the out-of-line strata_ctx_alloc */
-#include "instrument.h"
+#include "alloc.h"
 #include "checkers.h"
-#include "fastpath.h"
-#include "os.h"
+#include "instrument.h"
+#include "report.h"
 #include "strata.h"
 
 #define CTX_MAGIC 0x5c7a7a11u
@@ -315,7 +315,7 @@ static inline struct ctx *pool_carve(struct ctx_pool *pool, size_t extent)
     return c;
 }
 
-static __attribute__((noinline)) void pool_free_block(struct ctx_pool *pool)
+static STRATA_NOINLINE void pool_free_block(struct ctx_pool *pool)
 {
     /* The general allocator will hand these bytes out again: unpoison. */
     memory_usable(pool_start(pool), (size_t)(pool->end - pool_start(pool)));
@@ -362,7 +362,7 @@ static inline void header_init(struct ctx *c, struct ctx *parent, size_t n, stru
 
 /* Everything but the two common cases: a limit to respect, a pool without
  * room, memory exhausted, an impossible size. */
-static __attribute__((noinline)) void *ctx_alloc_slow(struct ctx *parent, size_t n)
+static STRATA_NOINLINE void *ctx_alloc_slow(struct ctx *parent, size_t n)
 {
     struct ctx_limit *limit = parent != NULL ? parent->limit : NULL;
     if (n > CTX_MAX_PAYLOAD || !limit_take(limit, n)) {
@@ -454,7 +454,7 @@ STRATA_EXPORT void *strata_ctx_pool(const void *parent, size_t size)
 /* ---- freeing --------------------------------------------------------------- */
 
 /* Pools, limits and the pool context itself. */
-static __attribute__((noinline)) void release_slow(struct ctx *c)
+static STRATA_NOINLINE void release_slow(struct ctx *c)
 {
     limit_give(c->limit, c->size);
     if (c->flags & CTX_OWN_LIMIT)
@@ -567,7 +567,7 @@ static void free_descendants(struct ctx *top)
     }
 }
 
-static __attribute__((noinline)) int ctx_free_with_destructor(struct ctx *c)
+static STRATA_NOINLINE int ctx_free_with_destructor(struct ctx *c)
 {
     if (c->flags & CTX_FREEING)
         return -1;

@@ -1,7 +1,8 @@
 /* core.h: the general allocator's internal prototypes, grouped by the file
  * that defines them, in layer order (a file calls only the files above it
- * in this header, and the OS layer's os.h). Included by the core's files and
- * the white-box tests only; the arenas see os.h, the contexts fastpath.h.
+ * in this header, and the base layer's os.h, report.h and options.h). Included by the core's files and
+ * the white-box tests only; the arenas see the base layer's headers (os.h,
+ * report.h, options.h), the contexts and the override alloc.h.
  *
  * Layers, bottom to top (README "Design"; tests/test_layers checks them on
  * the object files):
@@ -12,7 +13,8 @@
  *   4 free.c                        every free but the inline one
  *   5 stats.c                       statistics
  *   6 init.c                        start-up, fork, the purger thread
- *   7 api.c override.c              strata_* and the malloc family
+ *   7 alloc.c api.c override.c      the slow paths and the memory-limit
+ *                                   policy; strata_*; the malloc family
  *   8 arena.c context.c             arenas, contexts
  *
  * Lock order (a lock may be taken while holding only locks above it):
@@ -30,11 +32,9 @@
 
 #include "counters.h"
 #include "layout.h"
+#include "options.h"
 #include "os.h"
-
-/* ---- sizeclass.c ------------------------------------------------------ */
-/* Slices a page of the class spans. */
-size_t class_slices(unsigned class_index);
+#include "report.h"
 
 /* ---- purge.c: giving free slices back to the OS ------------------------ */
 void purge_slices(struct segment *segment, uint64_t slices);
@@ -42,6 +42,8 @@ void purge_slices(struct segment *segment, uint64_t slices);
 void segment_purge_dirty(struct segment *segment);
 
 /* ---- segment.c: segments, the segment map, pages, abandoned segments --- */
+/* Slices a page of the class spans. */
+size_t class_slices(unsigned class_index);
 /* A page of the class from the heap's segments, or a new segment's (heap
  * lock held); NULL when no memory is to be had. */
 struct page *page_new(struct heap *heap, unsigned class_index);
@@ -143,12 +145,8 @@ void stats_init(void);
 /* Sets the process up (options, thread-exit key, fork handlers); cheap once
  * done. Runs as a constructor at load, or at the first call before it. */
 void strata_init(void);
-/* Starts the purger thread (once a heap asked); call with no lock held. */
+/* Starts the purger thread once a heap asked (purger_request); call with
+ * no lock held. */
 STRATA_NOINLINE void purger_start(void);
-static inline void purger_start_if_wanted(void)
-{
-    if (unlikely(atomic_load_explicit(&purger_request, memory_order_relaxed) == PURGER_REQUESTED))
-        purger_start();
-}
 
 #endif /* STRATA_CORE_H */

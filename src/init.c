@@ -9,7 +9,7 @@
 
 #include "core.h"
 
-static _Atomic int init_state; /* 0 none, 1 running, 2 done */
+static struct once init_once;
 static STRATA_TLS bool init_running_here;
 
 static void fork_prepare(void)
@@ -27,6 +27,10 @@ static void fork_parent(void)
 }
 
 static _Atomic bool purger_running;
+/* With STRATA_PURGE_DELAY_MS=0 the purger still sleeps between rounds. */
+#define PURGER_MIN_PERIOD_NS ((uint64_t)1000000)
+/* The purger calls no user code: a small stack is plenty. */
+#define PURGER_STACK_BYTES ((size_t)64 * 1024)
 
 static void fork_child(void)
 {
@@ -42,24 +46,15 @@ static void fork_child(void)
 
 void strata_init(void)
 {
-    if (likely(atomic_load_explicit(&init_state, memory_order_acquire) == 2))
+    /* A call from within (pthread_atfork may allocate) goes on: the
+     * thread-exit key exists by then. */
+    if (!once_begin(&init_once, &init_running_here))
         return;
-    int expected = 0;
-    if (!atomic_compare_exchange_strong(&init_state, &expected, 1)) {
-        /* Another thread initialises; a recursive call from our own
-         * initialisation (pthread_atfork may allocate) may go on: the
-         * thread-exit key exists by then. */
-        while (!init_running_here && atomic_load(&init_state) != 2)
-            os_yield();
-        return;
-    }
-    init_running_here = true;
     config_init();
     heap_threads_init();
     pthread_atfork(fork_prepare, fork_parent, fork_child);
     stats_init();
-    init_running_here = false;
-    atomic_store_explicit(&init_state, 2, memory_order_release);
+    once_end(&init_once, &init_running_here);
 }
 
 __attribute__((constructor)) static void strata_init_at_load(void)
@@ -73,7 +68,7 @@ __attribute__((constructor)) static void strata_init_at_load(void)
 static void *purger_main(void *arg)
 {
     (void)arg;
-    uint64_t delay = strata_options.purge_delay_ns ? strata_options.purge_delay_ns : 1000000;
+    uint64_t delay = strata_options.purge_delay_ns ? strata_options.purge_delay_ns : PURGER_MIN_PERIOD_NS;
     for (;;) {
         os_sleep_ns(delay);
         heap_for_each_live(heap_purge_idle, NULL, true);
@@ -92,7 +87,7 @@ void purger_start(void)
     pthread_t thread;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_attr_setstacksize(&attr, 64 * 1024);
+    pthread_attr_setstacksize(&attr, PURGER_STACK_BYTES);
     /* Without a thread to be had, the heaps' own calls purge. */
     if (pthread_create(&thread, &attr, purger_main, NULL) == 0) {
         atomic_store(&purger_running, true);

@@ -384,7 +384,7 @@ void *large_realloc(void *p, size_t size)
         header->asked = size;
         return p;
     }
-    /* Growth keeps headroom (os.h): a string grown in small steps costs a
+    /* Growth keeps headroom (options.h): a string grown in small steps costs a
      * system call per 12% of growth rather than one per page. */
     size_t new_size = exact > old_size ? round_to_page(size + growth_headroom(size) + offset) : exact;
     void *q;

@@ -2,7 +2,7 @@
  * inline paths: the geometry of segments, slices and pages, the structures
  * of segments, pages, bins and heaps, and the pure lookups from a pointer to
  * its segment and page. It declares no function of any layer: the core's
- * are in core.h, the inline paths' in fastpath.h. */
+ * are in core.h, the inline paths' in alloc.h. */
 #ifndef STRATA_LAYOUT_H
 #define STRATA_LAYOUT_H
 
@@ -55,6 +55,8 @@ _Static_assert(SMALL_MAX * 4 <= (SLICES_PER_SEGMENT - 1) * SLICE_SIZE,
 #define BIN_BYTES ((size_t)32 * 1024)
 #define BIN_MIN_BLOCKS 4
 #define BIN_MAX_BLOCKS 256
+/* A page is carved into its free list about this many bytes at a time. */
+#define PAGE_CARVE_BYTES 4096
 
 /* The remote-free list of a heap whose thread is gone. */
 #define REMOTE_CLOSED ((struct block *)(uintptr_t)1)

@@ -9,7 +9,9 @@
 #include <string.h>
 
 #include "instrument.h"
+#include "options.h"
 #include "os.h"
+#include "report.h"
 #include "sizeclass.h"
 
 struct options strata_options;
@@ -89,29 +91,37 @@ static void options_read(void)
     strata_options.purge_delay_ns = (uint64_t)strata_options.purge_delay_ms * 1000000u;
 }
 
-static _Atomic int config_state; /* 0 none, 1 running, 2 done */
+bool once_begin_slow(struct once *once, bool *running_here)
+{
+    int expected = 0;
+    if (atomic_compare_exchange_strong(&once->state, &expected, 1)) {
+        *running_here = true;
+        return true;
+    }
+    while (!*running_here && atomic_load(&once->state) != 2)
+        os_yield();
+    return false;
+}
+
+void once_end(struct once *once, bool *running_here)
+{
+    *running_here = false;
+    atomic_store_explicit(&once->state, 2, memory_order_release);
+}
+
+static struct once config_once;
 static STRATA_TLS bool config_running_here;
 
 void config_init(void)
 {
-    if (likely(atomic_load_explicit(&config_state, memory_order_acquire) == 2))
+    if (!once_begin(&config_once, &config_running_here))
         return;
-    int expected = 0;
-    if (!atomic_compare_exchange_strong(&config_state, &expected, 1)) {
-        /* Another thread configures; a call from our own configuring (a
-         * libc call that allocates) goes on with what is set so far. */
-        while (!config_running_here && atomic_load(&config_state) != 2)
-            os_yield();
-        return;
-    }
-    config_running_here = true;
     os_page_size();
     instrument_detect();
     options_read();
     os_set_map_limit((size_t)strata_options.limit_mb << 20);
     sizeclass_init();
-    config_running_here = false;
-    atomic_store_explicit(&config_state, 2, memory_order_release);
+    once_end(&config_once, &config_running_here);
 }
 
 size_t options_count(void)

@@ -1,7 +1,6 @@
-/* os.h: the bottom of strata, which every other file may use and which uses
- * nothing above it: every system call (os.c), how strata reports misuse and
- * broken invariants (report.c), and the options with the start-up
- * configuration derived from them (options.c). The arenas need nothing else. */
+/* os.h: the OS layer, the bottom of strata, which every other file may use
+ * and which uses nothing above it: every system call strata makes (os.c).
+ * With report.h and options.h it is all the arenas need. */
 #ifndef STRATA_OS_H
 #define STRATA_OS_H
 
@@ -51,65 +50,5 @@ size_t os_resident_bytes(void);
 uint64_t os_now_ns(void);
 void os_sleep_ns(uint64_t ns);
 void os_yield(void);
-
-/* ---- report.c: messages, formatted on the stack, one write each --------- */
-STRATA_COLD _Noreturn void report_fatal(const char *what, const void *address);
-STRATA_COLD void report_warning(const char *what, const void *address);
-/* A broken invariant in the debug build: file, line, expression, values. */
-STRATA_COLD _Noreturn void report_assert(const char *file, int line, const char *expression,
-                                         const char *format, ...) STRATA_PRINTF(4, 5);
-
-/* strata_assert(cond) and strata_assert_cmp(a, op, b) guard invariants in
- * the debug build (STRATA_DEBUG) and compile to nothing elsewhere; the
- * comparison form prints both values. Neither may have side effects. */
-#if STRATA_DEBUG_BUILD
-#define strata_assert(cond) \
-    ((void)(likely(cond) || (report_assert(__FILE__, __LINE__, #cond, " "), 0)))
-#define strata_assert_cmp(a, op, b)                                                           \
-    ((void)(likely((a)op(b)) ||                                                               \
-            (report_assert(__FILE__, __LINE__, #a " " #op " " #b, "(%lld " #op " %lld)",      \
-                           (long long)(a), (long long)(b)),                                   \
-             0)))
-#else
-#define strata_assert(cond) ((void)sizeof(cond))
-#define strata_assert_cmp(a, op, b) ((void)sizeof((a)op(b)))
-#endif
-
-/* ---- options.c: run-time options and start-up configuration ----------- */
-enum background_purge_mode {
-    BACKGROUND_PURGE_NEVER = 0,
-    BACKGROUND_PURGE_ALWAYS = 1, /* the purger thread starts with the first heap */
-    BACKGROUND_PURGE_AUTO = 2,   /* once a heap holds PURGER_WANTED_SLICES free */
-};
-
-struct options {
-    long purge_delay_ms;   /* STRATA_PURGE_DELAY_MS */
-    long background_purge; /* STRATA_BACKGROUND_PURGE: an enum background_purge_mode */
-    long limit_mb;         /* STRATA_LIMIT_MB, 0: none */
-    bool check;            /* STRATA_CHECK: validate every free, abort on misuse */
-    bool verbose;          /* STRATA_VERBOSE */
-    bool show_stats;       /* STRATA_SHOW_STATS */
-    bool thp;              /* STRATA_THP */
-    uint64_t purge_delay_ns; /* derived: purge_delay_ms in nanoseconds */
-};
-extern struct options strata_options;
-/* Reads the options and sets up what every layer reads but never changes:
- * the page size, the size-class tables, the memory limit, whether Valgrind
- * runs us. Idempotent and cheap once done; any layer calls it before it
- * reads strata_options. (Threads, fork and exit are init.c's.) */
-void config_init(void);
-size_t options_count(void);
-/* The i-th option's name, value in force and documentation line. */
-const char *options_describe(size_t i, long *value, const char **doc);
-
-/* ---- Growth policy, shared by the large blocks and the arenas ----------
- * A block that grows tends to grow again: a remap keeps this fraction of
- * headroom, so a string grown in small steps costs a system call per 12%
- * of growth rather than one per page. */
-#define GROWTH_HEADROOM_DIVISOR 8
-static inline size_t growth_headroom(size_t size)
-{
-    return size / GROWTH_HEADROOM_DIVISOR;
-}
 
 #endif /* STRATA_OS_H */

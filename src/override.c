@@ -5,7 +5,7 @@
 #include <stddef.h>
 #include <unistd.h>
 
-#include "fastpath.h"
+#include "alloc.h"
 #include "os.h"
 #include "strata.h"
 

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "os.h"
+#include "report.h"
 
 static void report(const char *kind, const char *what, const void *address)
 {

@@ -2,7 +2,7 @@
  * classes per doubling up to SMALL_MAX, so rounding wastes at most 12.5%
  * above 64 bytes. A class size that is a multiple of 16 gives 16-aligned
  * blocks; the others only ever hold requests that need 8. */
-#include "core.h"
+#include "sizeclass.h"
 
 uint32_t class_size[CLASS_COUNT];
 uint8_t class_of_direct[DIRECT_COUNT];
@@ -20,16 +20,4 @@ void sizeclass_init(void)
     class_of_direct[0] = 0;
     for (size_t i = 1; i < DIRECT_COUNT; i++)
         class_of_direct[i] = (uint8_t)size_class(i * 8);
-}
-
-/* A page is one slice for classes up to 16 KiB (at least 4 blocks), and
- * just enough slices for 4 blocks above: small pages return to the segment
- * sooner when a class shrinks, which kept Top resident 2% lower in the
- * threads benchmark than 8-block pages did. */
-size_t class_slices(unsigned class_index)
-{
-    size_t size = class_size[class_index];
-    if (size <= SLICE_SIZE / 8)
-        return 1;
-    return (size * 4 + SLICE_SIZE - 1) / SLICE_SIZE;
 }

@@ -1,35 +1,47 @@
-/* fastpath.h: the inline allocation and free paths, for the API, the
- * override and the contexts: a pop from or a push onto the calling thread's
- * bin, one branch each, and the three out-of-line calls they fall back to
- * (api.c, free.c). Nothing else of the core is visible through it. */
-#ifndef STRATA_FASTPATH_H
-#define STRATA_FASTPATH_H
+/* alloc.h: the inline allocation and free paths, for the API, the override
+ * and the contexts: a pop from or a push onto the calling thread's bin, one
+ * branch each; and the out-of-line paths behind them (alloc.c, and free.c's
+ * free_slow). Nothing else of the core is visible through it. */
+#ifndef STRATA_ALLOC_H
+#define STRATA_ALLOC_H
+
+#include <stdbool.h>
 
 #include "layout.h"
-#include "os.h"
+#include "report.h"
 
 /* Allocates `size` bytes when the bin is empty or the size is large: the
  * heap's refill, a large mapping, the trim-and-retry at the memory limit;
  * NULL with errno = ENOMEM. */
 STRATA_NOINLINE void *alloc_slow(size_t size);
+/* A block of the class, for an alignment the class's blocks all have. */
+void *alloc_class(unsigned class_index);
+/* A large block (`zero`: zeroed), with the trim-and-retry. */
+void *alloc_large(size_t size, size_t alignment, bool zero);
+/* Resizes a large block to `size` (above SMALL_MAX), with the trim-and-retry. */
+void *realloc_large(void *p, size_t size);
 /* Every free that is not into the caller's own bin with room (free.c). */
 STRATA_NOINLINE void free_slow(void *p);
 /* A free filled the bin past its limit: half goes back to the pages. */
 STRATA_NOINLINE void free_bin_full(struct heap *heap, struct bin *bin);
 
-/* A block from the thread's bin for `size` (at most SMALL_MAX), or NULL
- * when the bin is empty; never calls out, so callers stay leaf functions. */
-static inline void *bin_try_pop(size_t size)
+/* A block from the thread's bin of a class, or NULL when it is empty. */
+static inline void *bin_pop(unsigned class_index)
 {
-    struct heap *heap = thread_heap;
-    unsigned c = size <= DIRECT_MAX ? class_of_direct[(size + 7) >> 3] : size_class(size);
-    struct bin *bin = &heap->bins[c];
+    struct bin *bin = &thread_heap->bins[class_index];
     struct block *block = bin->head;
     if (likely(block != NULL)) {
         bin->head = block->next;
         bin->count--;
     }
     return block;
+}
+
+/* A block from the thread's bin for `size` (at most SMALL_MAX), or NULL
+ * when the bin is empty; never calls out, so callers stay leaf functions. */
+static inline void *bin_try_pop(size_t size)
+{
+    return bin_pop(size <= DIRECT_MAX ? class_of_direct[(size + 7) >> 3] : size_class(size));
 }
 
 static inline void *alloc_inline(size_t size)
@@ -64,4 +76,4 @@ static inline void free_inline(void *p)
     free_slow(p);
 }
 
-#endif /* STRATA_FASTPATH_H */
+#endif /* STRATA_ALLOC_H */

@@ -1,0 +1,98 @@
+/* alloc.c: the out-of-line paths behind the inline allocation and free
+ * (alloc.h): a thread's first heap, bin refills and flushes, large blocks,
+ * the purger's start; and the one policy for running out at the memory
+ * limit (STRATA_LIMIT_MB): an allocation that fails gives back what the
+ * caches hold (strata_trim) and tries once more. */
+#include <errno.h>
+
+#include "alloc.h"
+#include "core.h"
+#include "strata.h"
+
+/* One load on the slow paths; the start itself is init.c's. */
+static inline void purger_start_if_wanted(void)
+{
+    if (unlikely(atomic_load_explicit(&purger_request, memory_order_relaxed) == PURGER_REQUESTED))
+        purger_start();
+}
+
+static void purge_all(struct heap *heap, void *unused)
+{
+    (void)unused;
+    heap_purge_dirty(heap);
+}
+
+STRATA_EXPORT void strata_trim(void)
+{
+    strata_init();
+    heap_trim_own();
+    heap_for_each_live(purge_all, NULL, true);
+    segment_cache_release();
+    large_cache_release();
+}
+
+/* Whether a failed allocation is worth a second try: only at the memory
+ * limit, where the caches may hold what the limit lacks. */
+static bool trim_for_retry(void)
+{
+    if (likely(strata_options.limit_mb == 0))
+        return false;
+    strata_trim();
+    return true;
+}
+
+static STRATA_NOINLINE void *alloc_class_slow(unsigned class_index)
+{
+    struct heap *heap = thread_heap;
+    if (unlikely(heap == &heap_empty)) {
+        strata_init();
+        heap = heap_acquire();
+        if (heap == NULL) {
+            errno = ENOMEM;
+            return NULL;
+        }
+    }
+    void *block = heap_bin_refill(heap, class_index);
+    purger_start_if_wanted();
+    if (unlikely(block == NULL) && trim_for_retry())
+        block = heap_bin_refill(heap, class_index);
+    if (unlikely(block == NULL))
+        errno = ENOMEM;
+    return block;
+}
+
+void *alloc_class(unsigned class_index)
+{
+    void *block = bin_pop(class_index);
+    return likely(block != NULL) ? block : alloc_class_slow(class_index);
+}
+
+void *alloc_large(size_t size, size_t alignment, bool zero)
+{
+    strata_init();
+    void *p = zero ? large_calloc(size) : large_alloc(size, alignment);
+    if (unlikely(p == NULL) && errno == ENOMEM && trim_for_retry())
+        p = zero ? large_calloc(size) : large_alloc(size, alignment);
+    return p;
+}
+
+void *alloc_slow(size_t size)
+{
+    if (unlikely(size > SMALL_MAX))
+        return alloc_large(size, 0, false);
+    return alloc_class_slow(size_class(size));
+}
+
+void *realloc_large(void *p, size_t size)
+{
+    void *q = large_realloc(p, size);
+    if (unlikely(q == NULL) && errno == ENOMEM && trim_for_retry())
+        q = large_realloc(p, size);
+    return q;
+}
+
+void free_bin_full(struct heap *heap, struct bin *bin)
+{
+    heap_bin_flush(heap, bin);
+    purger_start_if_wanted();
+}

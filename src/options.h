@@ -1,0 +1,66 @@
+/* options.h: the run-time options (STRATA_*), the configuration every layer
+ * reads and the once-only start-up steps (options.c); the growth policy the
+ * large blocks and the arenas share. */
+#ifndef STRATA_OPTIONS_H
+#define STRATA_OPTIONS_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "platform.h"
+
+enum background_purge_mode {
+    BACKGROUND_PURGE_NEVER = 0,
+    BACKGROUND_PURGE_ALWAYS = 1, /* the purger thread starts with the first heap */
+    BACKGROUND_PURGE_AUTO = 2,   /* once a heap holds PURGER_WANTED_SLICES free */
+};
+
+struct options {
+    long purge_delay_ms;   /* STRATA_PURGE_DELAY_MS */
+    long background_purge; /* STRATA_BACKGROUND_PURGE: an enum background_purge_mode */
+    long limit_mb;         /* STRATA_LIMIT_MB, 0: none */
+    bool check;            /* STRATA_CHECK: validate every free, abort on misuse */
+    bool verbose;          /* STRATA_VERBOSE */
+    bool show_stats;       /* STRATA_SHOW_STATS */
+    bool thp;              /* STRATA_THP */
+    uint64_t purge_delay_ns; /* derived: purge_delay_ms in nanoseconds */
+};
+extern struct options strata_options;
+/* Reads the options and sets up what every layer reads but never changes:
+ * the page size, the size-class tables, the memory limit, whether Valgrind
+ * runs us. Idempotent and cheap once done; any layer calls it before it
+ * reads strata_options. (Threads, fork and exit are init.c's.) */
+void config_init(void);
+size_t options_count(void);
+/* The i-th option's name, value in force and documentation line. */
+const char *options_describe(size_t i, long *value, const char **doc);
+
+/* A start-up step run once, by the first thread to call; the others wait,
+ * except a call from within the step itself (a libc call that allocates),
+ * which goes on with what is set so far. `once_begin` is true when the
+ * caller is to run the step, then call `once_end`. */
+struct once {
+    _Atomic int state; /* 0 not run, 1 running, 2 done */
+};
+bool once_begin_slow(struct once *once, bool *running_here);
+void once_end(struct once *once, bool *running_here);
+static inline bool once_begin(struct once *once, bool *running_here)
+{
+    if (likely(atomic_load_explicit(&once->state, memory_order_acquire) == 2))
+        return false;
+    return once_begin_slow(once, running_here);
+}
+
+/* ---- Growth policy, shared by the large blocks and the arenas ----------
+ * A block that grows tends to grow again: a remap keeps this fraction of
+ * headroom, so a string grown in small steps costs a system call per 12%
+ * of growth rather than one per page. */
+#define GROWTH_HEADROOM_DIVISOR 8
+static inline size_t growth_headroom(size_t size)
+{
+    return size / GROWTH_HEADROOM_DIVISOR;
+}
+
+#endif /* STRATA_OPTIONS_H */
