@@ -31,11 +31,14 @@ STRATA_EXPORT void strata_trim(void)
     large_cache_release();
 }
 
-/* Whether a failed allocation is worth a second try: only at the memory
- * limit, where the caches may hold what the limit lacks. */
-static bool trim_for_retry(void)
+/* Sizes no mapping can ever meet fail at once, without a trim. */
+#define IMPOSSIBLE_SIZE ((size_t)PTRDIFF_MAX / 2)
+
+/* Whether a failed allocation of `size` is worth a second try: only at the
+ * memory limit, where the caches may hold what the limit lacks. */
+static bool trim_for_retry(size_t size)
 {
-    if (likely(strata_options.limit_mb == 0))
+    if (likely(strata_options.limit_mb == 0) || size >= IMPOSSIBLE_SIZE)
         return false;
     strata_trim();
     return true;
@@ -54,7 +57,7 @@ static STRATA_NOINLINE void *alloc_class_slow(unsigned class_index)
     }
     void *block = heap_bin_refill(heap, class_index);
     purger_start_if_wanted();
-    if (unlikely(block == NULL) && trim_for_retry())
+    if (unlikely(block == NULL) && trim_for_retry(class_size[class_index]))
         block = heap_bin_refill(heap, class_index);
     if (unlikely(block == NULL))
         errno = ENOMEM;
@@ -71,7 +74,7 @@ void *alloc_large(size_t size, size_t alignment, bool zero)
 {
     strata_init();
     void *p = zero ? large_calloc(size) : large_alloc(size, alignment);
-    if (unlikely(p == NULL) && errno == ENOMEM && trim_for_retry())
+    if (unlikely(p == NULL) && errno == ENOMEM && trim_for_retry(size))
         p = zero ? large_calloc(size) : large_alloc(size, alignment);
     return p;
 }
@@ -86,7 +89,7 @@ void *alloc_slow(size_t size)
 void *realloc_large(void *p, size_t size)
 {
     void *q = large_realloc(p, size);
-    if (unlikely(q == NULL) && errno == ENOMEM && trim_for_retry())
+    if (unlikely(q == NULL) && errno == ENOMEM && trim_for_retry(size))
         q = large_realloc(p, size);
     return q;
 }

@@ -26,7 +26,8 @@ STRATA_TLS struct heap *thread_heap = &heap_empty;
 /* The pool: heaps of exited threads, and heaps never used yet. */
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct heap *pool_free;
-/* Every heap ever made, newest first; pushed once, never unlinked. */
+/* Every heap ever made, newest first; pushed once (under the pool lock),
+ * never unlinked, walked without a lock. */
 static _Atomic(struct heap *) all_heaps;
 static pthread_key_t exit_key;
 _Atomic int purger_request = PURGER_IDLE;
@@ -64,13 +65,15 @@ static bool pool_grow(void)
         if (first == NULL)
             last = heap;
         first = heap;
-        struct heap *old = atomic_load_explicit(&all_heaps, memory_order_relaxed);
-        do
-            atomic_store_explicit(&heap->next_all, old, memory_order_relaxed);
-        while (!atomic_compare_exchange_weak_explicit(&all_heaps, &old, heap, memory_order_release,
-                                                      memory_order_relaxed));
     }
+    /* Onto the list of every heap under the pool lock, so that the list
+     * fork_prepare locks (holding the pool lock) is the one it unlocks. */
     pthread_mutex_lock(&pool_lock);
+    for (struct heap *heap = first; heap != NULL; heap = heap->next_free) {
+        atomic_store_explicit(&heap->next_all, atomic_load_explicit(&all_heaps, memory_order_relaxed),
+                              memory_order_relaxed);
+        atomic_store_explicit(&all_heaps, heap, memory_order_release);
+    }
     last->next_free = pool_free;
     pool_free = first;
     pthread_mutex_unlock(&pool_lock);

@@ -88,11 +88,14 @@ void purger_start(void)
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     pthread_attr_setstacksize(&attr, PURGER_STACK_BYTES);
-    /* Without a thread to be had, the heaps' own calls purge. */
+    /* Running before it is created, so that a fork meanwhile restarts it in
+     * the child; without a thread to be had, the heaps' own calls purge. */
+    atomic_store(&purger_running, true);
     if (pthread_create(&thread, &attr, purger_main, NULL) == 0) {
-        atomic_store(&purger_running, true);
         if (strata_options.verbose)
             report_warning("purger thread started", NULL);
+    } else {
+        atomic_store(&purger_running, false);
     }
     pthread_attr_destroy(&attr);
 }

@@ -2,10 +2,11 @@
  * with mremap. A registry (open addressing, under one lock) records every
  * live large block, so freeing or moving a pointer is validated exactly: the
  * cost is nothing beside the system call each of those makes anyway.
- * Invariants: a live block has exactly one registry entry, at its address,
- * except while its own realloc moves it; the registry is at most half full
- * after an insert; no system call runs under large_lock (the registry grows,
- * and blocks are remapped, with the lock dropped). */
+ * Invariants: a live block has exactly one registry entry, at its address
+ * (tagged SLOT_MOVING while its own realloc remaps it); the registry's
+ * entries and reserved room fill at most half of it; no system call runs
+ * under large_lock (the registry grows, blocks are remapped and copied, with
+ * the lock dropped). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -25,6 +26,11 @@ static pthread_mutex_t large_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct large_entry *table;
 static size_t table_capacity; /* a power of two */
 static size_t table_filled;   /* live and deleted slots */
+static size_t table_reserved; /* entries kept free for blocks being moved */
+
+/* A moving block's entry: its address tagged so that no lookup matches it,
+ * while the slot stays taken. Blocks are 64-aligned: the bit is free. */
+#define SLOT_MOVING ((uintptr_t)2)
 
 static size_t slot_of(uintptr_t address, size_t capacity)
 {
@@ -44,32 +50,25 @@ static struct large_entry *lookup(uintptr_t address)
     }
 }
 
-/* Inserts an entry (large_lock held on entry and on return). When the table
- * is too full, the lock is dropped while a bigger one is mapped and the old
- * one unmapped, so callers hold no state across the call that another thread
- * could change. False when no memory is to be had for the table. */
-static bool insert(uintptr_t address, size_t map_size, size_t alignment)
+static bool has_room(size_t entries)
 {
-    for (;;) {
-        if (table_capacity != 0) {
-            size_t i = slot_of(address, table_capacity);
-            while (table[i].address > SLOT_DELETED)
-                i = (i + 1) & (table_capacity - 1);
-            /* A deleted slot is reused without filling the table more: a
-             * block put back where it was never needs a growth. */
-            if (table[i].address == SLOT_DELETED || (table_filled + 1) * 2 <= table_capacity) {
-                table_filled += table[i].address == 0;
-                table[i] = (struct large_entry){address, map_size, alignment};
-                strata_assert_cmp(table_filled * 2, <=, table_capacity);
-                return true;
-            }
-        }
+    return (table_filled + table_reserved + entries) * 2 <= table_capacity;
+}
+
+/* Grows the table until `entries` more fit (large_lock held on entry and on
+ * return, dropped around the system calls, so callers hold no state across
+ * the call that another thread could change). False when no memory is to be
+ * had for the table. */
+static bool make_room(size_t entries)
+{
+    while (!has_room(entries)) {
         size_t live = 0;
         for (size_t i = 0; i < table_capacity; i++)
             live += table[i].address > SLOT_DELETED;
         /* Mostly deleted slots: rebuild at the same size. */
+        size_t wanted = live + table_reserved + entries;
         size_t capacity = table_capacity == 0 ? 512
-                          : live * 4 < table_capacity ? table_capacity : table_capacity * 2;
+                          : wanted * 4 < table_capacity ? table_capacity : table_capacity * 2;
         pthread_mutex_unlock(&large_lock);
         struct large_entry *fresh = os_map(capacity * sizeof *fresh);
         pthread_mutex_lock(&large_lock);
@@ -77,7 +76,7 @@ static bool insert(uintptr_t address, size_t map_size, size_t alignment)
             return false;
         struct large_entry *old = fresh;
         size_t old_capacity = capacity;
-        if (capacity >= table_capacity) { /* else another thread grew it meanwhile */
+        if (!has_room(entries) && capacity >= table_capacity) { /* else another thread grew it */
             live = 0;
             for (size_t i = 0; i < table_capacity; i++) {
                 if (table[i].address <= SLOT_DELETED)
@@ -100,16 +99,56 @@ static bool insert(uintptr_t address, size_t map_size, size_t alignment)
             pthread_mutex_lock(&large_lock);
         }
     }
+    return true;
 }
 
-/* A block moved from `from` to `to`: the registry follows (large_lock held). */
+/* Inserts an entry (large_lock held; dropped if the table must grow). False
+ * when no memory is to be had for the table; never with a reservation. */
+static bool insert(uintptr_t address, size_t map_size, size_t alignment)
+{
+    for (;;) {
+        if (table_capacity != 0) {
+            size_t i = slot_of(address, table_capacity);
+            while (table[i].address > SLOT_DELETED)
+                i = (i + 1) & (table_capacity - 1);
+            /* A deleted slot is reused without filling the table more. */
+            if (table[i].address == SLOT_DELETED || has_room(1)) {
+                table_filled += table[i].address == 0;
+                table[i] = (struct large_entry){address, map_size, alignment};
+                strata_assert_cmp((table_filled + table_reserved) * 2, <=, table_capacity);
+                return true;
+            }
+        }
+        if (!make_room(1))
+            return false;
+    }
+}
+
+/* Keeps room for one entry, for a block about to move, so that registering
+ * it at its new address can never fail (large_lock held; may drop it). */
+static bool reserve_entry(void)
+{
+    if (!make_room(1))
+        return false;
+    table_reserved++;
+    return true;
+}
+
+/* A block whose entry `from` names (a live or a moving one) is now at `to`:
+ * the registry follows, into the room reserve_entry kept (large_lock held). */
 static void registry_move(uintptr_t from, uintptr_t to, size_t map_size, size_t alignment)
 {
     struct large_entry *entry = lookup(from);
-    strata_assert(entry != NULL);
+    strata_assert(entry != NULL && table_reserved > 0);
+    table_reserved--;
+    if (to == (from & ~SLOT_MOVING)) {
+        *entry = (struct large_entry){to, map_size, alignment};
+        return;
+    }
     entry->address = SLOT_DELETED;
-    if (!insert(to, map_size, alignment))
-        report_fatal("cannot grow the large-block registry", (void *)to);
+    bool inserted = insert(to, map_size, alignment);
+    strata_assert(inserted); /* the reserved room: no growth, no failure */
+    (void)inserted;
 }
 
 static size_t round_to_page(size_t size)
@@ -397,14 +436,23 @@ void *large_realloc(void *p, size_t size)
         return q;
     }
     /* Growing into a cached mapping that is already faulted in beats
-     * mremap plus a fault per new page; a growing block will use the room. */
+     * mremap plus a fault per new page; a growing block will use the room.
+     * The copy runs outside the lock; the block stays registered at p. */
     if (exact > old_size) {
         size_t cached_size = 0;
         pthread_mutex_lock(&large_lock);
         char *cached = cache_take(exact, 16 * exact, &cached_size);
+        bool reserved = cached != NULL && reserve_entry();
+        pthread_mutex_unlock(&large_lock);
+        if (cached != NULL && !reserved) {
+            os_unmap(cached, cached_size);
+            errno = ENOMEM;
+            return NULL;
+        }
         if (cached != NULL) {
             q = place(cached, cached_size, offset, size);
             memcpy(q, p, old_size - offset);
+            pthread_mutex_lock(&large_lock);
             registry_move((uintptr_t)p, (uintptr_t)q, cached_size, alignment);
             pthread_mutex_unlock(&large_lock);
             header_of(p)->magic = 0;
@@ -412,24 +460,28 @@ void *large_realloc(void *p, size_t size)
             counters_bytes_out((long)cached_size - (long)old_size);
             return q;
         }
-        pthread_mutex_unlock(&large_lock);
     }
-    /* The block leaves the registry while it is remapped, outside the lock:
-     * once mremap moves it, another thread may map the old address and must
-     * not find it registered with our size. (Nothing else may use a block
-     * its own realloc is moving.) */
+    /* The block's entry is tagged as moving while mremap runs, outside the
+     * lock: once mremap moves it, another thread may map the old address and
+     * must not find it registered with our size; the room to register the
+     * new address is reserved first, so a failure leaves the block as it
+     * was. (Nothing else may use a block its own realloc is moving.) */
     pthread_mutex_lock(&large_lock);
+    if (!reserve_entry()) {
+        pthread_mutex_unlock(&large_lock);
+        errno = ENOMEM;
+        return NULL;
+    }
     struct large_entry *moving = lookup((uintptr_t)p);
     strata_assert(moving != NULL && moving->map_size == old_size);
-    moving->address = SLOT_DELETED;
+    moving->address |= SLOT_MOVING;
     pthread_mutex_unlock(&large_lock);
     char *base = os_remap((char *)p - offset, old_size, new_size);
     q = base != NULL ? place(base, new_size, offset, size) : p;
     pthread_mutex_lock(&large_lock);
-    bool registered = insert((uintptr_t)q, base != NULL ? new_size : old_size, alignment);
+    registry_move((uintptr_t)p | SLOT_MOVING, (uintptr_t)q, base != NULL ? new_size : old_size,
+                  alignment);
     pthread_mutex_unlock(&large_lock);
-    if (!registered)
-        report_fatal("cannot grow the large-block registry", q);
     if (base == NULL) {
         errno = ENOMEM;
         return NULL;
@@ -446,8 +498,8 @@ void large_stats(size_t *blocks, size_t *bytes, size_t *cached)
 {
     pthread_mutex_lock(&large_lock);
     for (size_t i = 0; i < table_capacity; i++) {
-        if (table[i].address <= SLOT_DELETED)
-            continue;
+        if (table[i].address <= SLOT_DELETED || (table[i].address & SLOT_MOVING))
+            continue; /* a block being moved is counted once it has moved */
         const struct large_header *h = header_of((void *)table[i].address);
         (*blocks)++;
         *bytes += h->map_size - h->offset;
@@ -469,4 +521,6 @@ void large_unlock_all(void)
 void large_fork_child(void)
 {
     pthread_mutex_init(&large_lock, NULL);
+    /* A mover of the parent that had reserved room is gone. */
+    table_reserved = 0;
 }

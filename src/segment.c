@@ -312,6 +312,8 @@ void abandoned_free_block(struct page *page, struct block *block)
             segment->purging++;
     }
     pthread_mutex_unlock(&abandoned_lock);
+    if (done)
+        segment->dirty_mask |= purge; /* segment_release purges it, if cached */
     if (purge != 0 && !done) {
         purge_slices(segment, purge);
         pthread_mutex_lock(&abandoned_lock);
@@ -361,8 +363,18 @@ void segment_fork_child(void)
 {
     pthread_mutex_init(&cache_lock, NULL);
     pthread_mutex_init(&abandoned_lock, NULL);
-    /* A releaser of the parent that had reserved a slot is gone. */
+    /* A releaser of the parent that had reserved a slot is gone (its segment
+     * stays mapped in the child, unused), and so is any purger of an
+     * abandoned page: its segment goes back now if it is empty. */
     cache_reserved = 0;
+    struct segment *segment = abandoned_segments;
+    while (segment != NULL) {
+        struct segment *next = segment->next;
+        segment->purging = 0;
+        if (abandoned_done(segment))
+            segment_release(segment);
+        segment = next;
+    }
 }
 
 /* ---- invariant checker ---------------------------------------------------- */
