@@ -93,19 +93,19 @@ extern struct page page_empty;
 /* Creates the thread-exit key (start-up, before any heap). */
 void heap_threads_init(void);
 /* Gives the calling thread a heap (start-up done); NULL without memory. */
-struct heap *heap_acquire(void);
+STRATA_NOINLINE struct heap *heap_acquire(void);
 /* Takes a block of a class whose bin is empty, refilling the bin; NULL
  * when no memory is to be had (errno untouched). */
-void *heap_bin_refill(struct heap *heap, unsigned class_index);
+STRATA_NOINLINE void *heap_bin_refill(struct heap *heap, unsigned class_index);
 /* Returns half of a full bin's blocks to their pages. */
-void heap_bin_flush(struct heap *heap, struct bin *bin);
+STRATA_NOINLINE void heap_bin_flush(struct heap *heap, struct bin *bin);
 /* Frees a validated block of a segment from whichever thread calls: into
  * the caller's own page, onto the owner's remote list, or into its
  * abandoned segment. */
-void heap_free_block(void *p);
+STRATA_NOINLINE void heap_free_block(void *p);
 /* Returns a block to its page, in the heap that owns it. */
 void page_free_block(struct heap *heap, struct page *page, struct block *block);
-void heap_collect_remote(struct heap *heap);
+STRATA_NOINLINE void heap_collect_remote(struct heap *heap);
 /* Purge policy: purges the slices that have stayed free since the last
  * check, once a delay has passed since it, or everything past the dirty
  * limit; asks for the purger thread when the heap holds enough. */
@@ -135,7 +135,7 @@ void heap_fork_child(void);
 /* ---- free.c ----------------------------------------------------------- */
 /* Every free the inline path does not finish: other threads' blocks,
  * checked mode, large blocks, foreign pointers. */
-void free_slow(void *p);
+STRATA_NOINLINE void free_slow(void *p);
 
 /* ---- stats.c ---------------------------------------------------------- */
 /* Prints the statistics at exit when STRATA_SHOW_STATS asks. */
