@@ -312,8 +312,10 @@ void heap_free_block(void *p)
     uintptr_t owner = atomic_load_explicit(&segment->owner, memory_order_acquire);
     for (;;) {
         if (owner == self->owner_word) { /* checked mode's local free */
+            /* Read before the free: it may release the page and its segment. */
+            long size = (long)page->block_size;
             page_free_block(self, page, block);
-            counters_bytes_out(-(long)page->block_size);
+            counters_bytes_out(-size);
             return;
         }
         if (owner == OWNER_ABANDONED) {

@@ -65,6 +65,19 @@ static int run_case(const char *name)
         say_address(stale);
         strata_free(stale);
         printf("stale free accepted\n");
+    } else if (strcmp(name, "free-many") == 0) {
+        /* 100 MB of 1000-byte blocks freed in order: pages and whole segments
+         * go back while checked mode's frees run (a free must not read its
+         * page after releasing it). */
+        enum { COUNT = 100000 };
+        static char *blocks[COUNT];
+        for (int i = 0; i < COUNT; i++) {
+            blocks[i] = strata_malloc(1000);
+            memset(blocks[i], i & 0xff, 1000);
+        }
+        for (int i = 0; i < COUNT; i++)
+            strata_free(blocks[i]);
+        say_address(NULL);
     } else if (strcmp(name, "clean") == 0) {
         /* Heavy correct use: checked mode must not report anything. */
         void *held[512] = {0};
@@ -130,6 +143,10 @@ int main(int argc, char **argv)
     CHECK(exited_cleanly(&o) && check_reports(&o, "strata: ", "did not allocate, ignored"));
 
     /* No false alarm from checked mode on heavy correct use. */
+    o = spawn("free-many", "1");
+    CHECK(exited_cleanly(&o) && strstr(o.output, "strata:") == NULL);
+    o = spawn("free-many", NULL);
+    CHECK(exited_cleanly(&o) && strstr(o.output, "strata:") == NULL);
     o = spawn("clean", "1");
     CHECK(exited_cleanly(&o) && strstr(o.output, "strata:") == NULL);
     /* A malformed option value is reported, and the default is used. */
