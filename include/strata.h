@@ -47,7 +47,8 @@ void *strata_calloc(size_t count, size_t size);
 /* Resizes `ptr` to `size` bytes keeping its contents up to the smaller size.
  * realloc(NULL, n) is malloc(n); realloc(p, 0) frees p and returns NULL (as
  * glibc does). On failure returns NULL with errno = ENOMEM and leaves `ptr`
- * untouched. Large blocks grow with mremap, without copying. */
+ * untouched; a shrink never fails (the block stays where it is if a smaller
+ * one cannot be had). Large blocks grow with mremap, without copying. */
 void *strata_realloc(void *ptr, size_t size);
 
 /* realloc(ptr, count * size) with overflow detection (ENOMEM). */
@@ -62,8 +63,9 @@ void *strata_reallocarray(void *ptr, size_t count, size_t size);
 void strata_free(void *ptr);
 
 /* Returns `size` bytes aligned to `alignment`, which must be a power of two
- * (else NULL with errno = EINVAL, also from memalign, where glibc would round
- * up). Any power-of-two alignment is served while memory lasts. */
+ * (else NULL with errno = EINVAL; the override's memalign and aligned_alloc
+ * round other alignments up, as glibc's do). Any power-of-two alignment is
+ * served while memory lasts, size 0 included. */
 void *strata_aligned_alloc(size_t alignment, size_t size);
 
 /* POSIX: stores the block in *out and returns 0, or returns EINVAL when

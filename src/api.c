@@ -47,11 +47,19 @@ STRATA_EXPORT size_t strata_usable_size(const void *ptr)
     return large_usable_size(ptr);
 }
 
+/* Moves a block to a new one of `size`; when no memory is to be had, a
+ * block that grows fails (NULL, ENOMEM, the block as it was) and one that
+ * shrinks stays where it is, as glibc's realloc never fails a shrink. */
 static void *move_block(void *ptr, size_t old_size, size_t size)
 {
+    int saved = errno;
     void *fresh = alloc_inline(size);
-    if (fresh == NULL)
-        return NULL;
+    if (unlikely(fresh == NULL)) {
+        if (size > old_size)
+            return NULL;
+        errno = saved;
+        return ptr;
+    }
     memcpy(fresh, ptr, old_size < size ? old_size : size);
     free_inline(ptr);
     return fresh;
@@ -69,13 +77,16 @@ STRATA_EXPORT void *strata_realloc(void *ptr, size_t size)
         size_t old_size = small_usable_size(ptr);
         if (unlikely(old_size == 0))
             report_fatal("realloc of a pointer that is not allocated", ptr);
-        if (size <= old_size && size >= old_size / 2)
+        /* In place, unless a size that asks for 16-byte alignment would
+         * keep a block of a class that only gives 8. */
+        if (size <= old_size && size >= old_size / 2 &&
+            !((size & 15) == 0 && ((uintptr_t)ptr & 15) != 0))
             return ptr;
         /* A block that grows tends to grow again (SMALL_GROWTH_DIVISOR). */
         size_t target = size;
         size_t grown = old_size + old_size / SMALL_GROWTH_DIVISOR;
         if (size > old_size && size < grown && grown <= SMALL_MAX)
-            target = grown;
+            target = (size & 15) == 0 ? (grown + 15) & ~(size_t)15 : grown; /* keep its alignment */
         return move_block(ptr, old_size, target);
     }
     if (size > SMALL_MAX)

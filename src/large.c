@@ -300,6 +300,8 @@ void *large_calloc(size_t size)
 static void *large_alloc_zeroed(size_t size, size_t alignment, bool zero)
 {
     config_init();
+    if (size == 0)
+        size = 1; /* an aligned malloc(0): a byte of its own mapping, not one past it */
     size_t page = os_page_size();
     size_t offset = alignment > LARGE_HEADER ? alignment : LARGE_HEADER;
     if (size > (size_t)PTRDIFF_MAX - page - offset) {
@@ -482,6 +484,10 @@ void *large_realloc(void *p, size_t size)
     registry_move((uintptr_t)p | SLOT_MOVING, (uintptr_t)q, base != NULL ? new_size : old_size,
                   alignment);
     pthread_mutex_unlock(&large_lock);
+    if (base == NULL && new_size < old_size) {
+        header->asked = size; /* a shrink that could not give memory back still fits */
+        return p;
+    }
     if (base == NULL) {
         errno = ENOMEM;
         return NULL;

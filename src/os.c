@@ -47,13 +47,62 @@ size_t os_mapped_bytes(void)
     return atomic_load_explicit(&mapped_bytes, memory_order_relaxed);
 }
 
-void *os_map(size_t size)
+/* ---- fault injection (tests) --------------------------------------------- */
+struct fault_plan {
+    _Atomic unsigned long countdown; /* fail when it reaches 0 from 1; 0: off */
+    _Atomic unsigned long one_in;    /* fail one call in this many; 0: off */
+    _Atomic unsigned long calls;
+    _Atomic unsigned long failed;
+};
+
+static struct fault_plan faults[OS_FAULT_CALLS];
+static _Atomic bool faults_armed;
+static uint64_t fault_seed;
+
+void os_fault_inject(enum os_fault_call call, unsigned long nth, unsigned long one_in, uint64_t seed)
+{
+    fault_seed = seed;
+    atomic_store(&faults[call].countdown, nth);
+    atomic_store(&faults[call].one_in, one_in);
+    bool any = false;
+    for (int i = 0; i < OS_FAULT_CALLS; i++)
+        any |= atomic_load(&faults[i].countdown) != 0 || atomic_load(&faults[i].one_in) != 0;
+    atomic_store(&faults_armed, any);
+}
+
+unsigned long os_fault_count(enum os_fault_call call)
+{
+    return atomic_load(&faults[call].failed);
+}
+
+/* Whether this call of the kind is to fail (one relaxed load when unarmed). */
+static bool fault_now(enum os_fault_call call)
+{
+    if (likely(!atomic_load_explicit(&faults_armed, memory_order_relaxed)))
+        return false;
+    struct fault_plan *plan = &faults[call];
+    bool fail = false;
+    unsigned long left = atomic_load(&plan->countdown);
+    while (left != 0 && !atomic_compare_exchange_weak(&plan->countdown, &left, left - 1))
+        ;
+    fail = left == 1;
+    unsigned long one_in = atomic_load(&plan->one_in);
+    if (one_in != 0) {
+        uint64_t x = (atomic_fetch_add(&plan->calls, 1) + 1) * 0x9e3779b97f4a7c15u ^ fault_seed;
+        x ^= x >> 31;
+        x *= 0xbf58476d1ce4e5b9u;
+        x ^= x >> 29;
+        fail |= x % one_in == 0;
+    }
+    if (fail)
+        atomic_fetch_add(&plan->failed, 1);
+    return fail;
+}
+
+/* mmap itself, counted; no limit, no injected failure. */
+static void *map_raw(size_t size)
 {
     atomic_fetch_add_explicit(&map_calls, 1, memory_order_relaxed);
-    size_t limit = map_limit;
-    if (unlikely(limit != 0) &&
-        atomic_load_explicit(&mapped_bytes, memory_order_relaxed) + size > limit)
-        return NULL; /* STRATA_LIMIT_MB */
     int saved = errno;
     void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     errno = saved;
@@ -63,28 +112,55 @@ void *os_map(size_t size)
     return p;
 }
 
+/* Whether `size` more bytes may be mapped: STRATA_LIMIT_MB, injected faults. */
+static bool may_map(size_t size)
+{
+    size_t limit = map_limit;
+    if (unlikely(limit != 0) &&
+        atomic_load_explicit(&mapped_bytes, memory_order_relaxed) + size > limit)
+        return false;
+    return !fault_now(OS_FAULT_MAP);
+}
+
+/* Unmaps the trimmed ends of an aligned mapping: not memory given back. */
+static void unmap_trimmed(void *addr, size_t size)
+{
+    int saved = errno;
+    if (munmap(addr, size) == 0)
+        atomic_fetch_sub_explicit(&mapped_bytes, size, memory_order_relaxed);
+    errno = saved;
+}
+
+void *os_map(size_t size)
+{
+    return may_map(size) ? map_raw(size) : NULL;
+}
+
 void *os_map_aligned(size_t size, size_t alignment)
 {
     if (alignment <= os_page_size())
         return os_map(size);
     size_t padded = size + alignment;
-    if (padded < size)
+    /* The limit counts what stays mapped, not the padding trimmed off. */
+    if (padded < size || !may_map(size))
         return NULL;
-    char *raw = os_map(padded);
+    char *raw = map_raw(padded);
     if (raw == NULL)
         return NULL;
     uintptr_t aligned = ((uintptr_t)raw + alignment - 1) & ~(uintptr_t)(alignment - 1);
     size_t head = aligned - (uintptr_t)raw;
     size_t tail = padded - head - size;
     if (head)
-        os_unmap(raw, head);
+        unmap_trimmed(raw, head);
     if (tail)
-        os_unmap((char *)aligned + size, tail);
+        unmap_trimmed((char *)aligned + size, tail);
     return (void *)aligned;
 }
 
 void os_unmap(void *addr, size_t size)
 {
+    if (fault_now(OS_FAULT_UNMAP))
+        return; /* the mapping stays, and stays counted */
     int saved = errno;
     if (munmap(addr, size) == 0) {
         atomic_fetch_sub_explicit(&mapped_bytes, size, memory_order_relaxed);
@@ -95,6 +171,8 @@ void os_unmap(void *addr, size_t size)
 
 void os_purge(void *addr, size_t size)
 {
+    if (fault_now(OS_FAULT_PURGE))
+        return; /* the pages stay resident, with their contents */
     int saved = errno;
     if (madvise(addr, size, MADV_DONTNEED) == 0)
         atomic_fetch_add_explicit(&purged_bytes, size, memory_order_relaxed);
@@ -117,6 +195,12 @@ void os_huge_pages(void *addr, size_t size, bool wanted)
 
 void *os_remap(void *addr, size_t old_size, size_t new_size)
 {
+    size_t limit = map_limit;
+    if (new_size > old_size && unlikely(limit != 0) &&
+        atomic_load_explicit(&mapped_bytes, memory_order_relaxed) + (new_size - old_size) > limit)
+        return NULL; /* STRATA_LIMIT_MB applies to growth too */
+    if (fault_now(OS_FAULT_REMAP))
+        return NULL;
     int saved = errno;
     void *p = mremap(addr, old_size, new_size, MREMAP_MAYMOVE);
     errno = saved;

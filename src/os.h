@@ -38,6 +38,14 @@ void os_populate(void *addr, size_t size);
 void *os_remap(void *addr, size_t old_size, size_t new_size);
 void os_write_stderr(const char *text, size_t length);
 _Noreturn void os_abort(void);
+/* Fault injection, for tests: from now, the `nth` call of the kind fails
+ * (0: none), and one in `one_in` at random (0: none), as the OS could fail
+ * it: a map or remap returns NULL, a purge leaves the pages resident, an
+ * unmap leaves the mapping. */
+enum os_fault_call { OS_FAULT_MAP, OS_FAULT_REMAP, OS_FAULT_PURGE, OS_FAULT_UNMAP, OS_FAULT_CALLS };
+void os_fault_inject(enum os_fault_call call, unsigned long nth, unsigned long one_in, uint64_t seed);
+/* How many calls of the kind failed by injection so far. */
+unsigned long os_fault_count(enum os_fault_call call);
 /* Number of os_map/os_map_aligned calls so far (for white-box tests). */
 size_t os_map_count(void);
 /* Bytes strata holds mapped now (resident or not). */

@@ -23,13 +23,32 @@ EXPORT int posix_memalign(void **out, size_t alignment, size_t size)
 {
     return strata_posix_memalign(out, alignment, size);
 }
+/* glibc's memalign and aligned_alloc take any alignment: up to 16 they are
+ * malloc, others are rounded up to a power of two; only one too large to
+ * be a power of two fails, with EINVAL. A drop-in replacement does the same. */
+static void *memalign_as_glibc(size_t alignment, size_t size)
+{
+    if (alignment <= 8)
+        return strata_malloc(size);
+    if (alignment <= 16)
+        return strata_aligned_alloc(16, size); /* glibc's malloc gives 16 to every size */
+    if (alignment > SIZE_MAX / 2 + 1) {
+        errno = EINVAL;
+        return NULL;
+    }
+    size_t power = 32;
+    while (power < alignment)
+        power <<= 1;
+    return strata_aligned_alloc(power, size);
+}
+
 EXPORT void *aligned_alloc(size_t alignment, size_t size)
 {
-    return strata_aligned_alloc(alignment, size);
+    return memalign_as_glibc(alignment, size);
 }
 EXPORT void *memalign(size_t alignment, size_t size)
 {
-    return strata_aligned_alloc(alignment, size);
+    return memalign_as_glibc(alignment, size);
 }
 EXPORT void *valloc(size_t size) { return strata_aligned_alloc(os_page_size(), size); }
 EXPORT void *pvalloc(size_t size)
@@ -49,7 +68,7 @@ EXPORT void *__libc_calloc(size_t count, size_t size) { return strata_calloc(cou
 EXPORT void *__libc_realloc(void *ptr, size_t size) { return strata_realloc(ptr, size); }
 EXPORT void *__libc_memalign(size_t alignment, size_t size)
 {
-    return strata_aligned_alloc(alignment, size);
+    return memalign_as_glibc(alignment, size);
 }
 EXPORT void *__libc_valloc(size_t size) { return valloc(size); }
 EXPORT void *__libc_pvalloc(size_t size) { return pvalloc(size); }

@@ -172,6 +172,13 @@ static void test_aligned(void)
             CHECK(p != NULL && ((uintptr_t)p & (align - 1)) == 0);
             CHECK(strata_usable_size(p) >= sizes[i]);
             memset(p, 1, sizes[i]);
+            if (sizes[i] == 0) {
+                /* An aligned malloc(0) is a block of its own: it grows. */
+                CHECK(strata_usable_size(p) >= 1);
+                p = strata_realloc(p, 100);
+                CHECK(p != NULL);
+                memset(p, 2, 100);
+            }
             strata_free(p);
             void *q = NULL;
             if (align >= sizeof(void *)) {
@@ -181,6 +188,18 @@ static void test_aligned(void)
             }
         }
     }
+    /* A size that asks for 16-byte alignment gets it from realloc too, in
+     * place or moved: 100 bytes are in an 8-aligned class (104). */
+    int aligned16 = 1;
+    for (size_t from = 1; from <= 600; from++) {
+        for (size_t to = 16; to <= 640; to += 16) {
+            char *p = strata_malloc(from);
+            p = strata_realloc(p, to);
+            aligned16 &= p != NULL && ((uintptr_t)p & 15) == 0;
+            strata_free(p);
+        }
+    }
+    CHECK(aligned16);
     errno = 0;
     CHECK(strata_aligned_alloc(0, 16) == NULL && errno == EINVAL);
     errno = 0;

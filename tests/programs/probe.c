@@ -48,6 +48,29 @@ int main(int argc, char **argv)
     q = memalign(256, 1000);
     CHECK(q != NULL && ((uintptr_t)q & 255) == 0);
     free(q);
+    /* glibc's memalign and aligned_alloc take any alignment: up to 16 is
+     * malloc's, others round up to a power of two; only an impossible one
+     * fails, with EINVAL. */
+    volatile size_t odd_alignment = 24, no_alignment = 0;
+    q = memalign(no_alignment, 10);
+    CHECK(q != NULL);
+    free(q);
+    q = memalign(odd_alignment, 10);
+    CHECK(q != NULL && ((uintptr_t)q & 31) == 0);
+    free(q);
+    q = aligned_alloc(no_alignment, 10);
+    CHECK(q != NULL);
+    free(q);
+    q = memalign(16, 24);
+    CHECK(q != NULL && ((uintptr_t)q & 15) == 0);
+    free(q);
+    q = memalign(3000, 10);
+    CHECK(q != NULL && ((uintptr_t)q & 4095) == 0);
+    free(q);
+    volatile size_t impossible = SIZE_MAX;
+    errno = 0;
+    void *volatile refused = memalign(impossible, 10);
+    CHECK(refused == NULL && errno == EINVAL);
     q = valloc(100);
     CHECK(q != NULL && ((uintptr_t)q & 4095) == 0 && malloc_usable_size(q) >= 100);
     free(q);
