@@ -31,7 +31,7 @@ static inline void *bin_pop(unsigned class_index)
     struct bin *bin = &thread_heap->bins[class_index];
     struct block *block = bin->head;
     if (likely(block != NULL)) {
-        bin->head = block->next;
+        bin->head = block_next(block);
         bin->count--;
     }
     return block;
@@ -59,13 +59,16 @@ static inline void free_inline(void *p)
     if (likely(is_segment_pointer(p))) {
         struct segment *segment = segment_of(p);
         struct heap *heap = thread_heap;
-        if (likely(atomic_load_explicit(&segment->owner, memory_order_relaxed) ==
-                   (uintptr_t)heap)) {
-            struct bin *bin = &heap->bins[segment->class_of_slice[slice_of(p)]];
+        /* A pointer that is not 8-aligned is no block's start: the slow
+         * path refuses it. */
+        uintptr_t owner = atomic_load_explicit(&segment->owner, memory_order_relaxed);
+        if (likely(((owner ^ (uintptr_t)heap) | ((uintptr_t)p & 7)) == 0)) {
+            unsigned c = segment->class_of_slice[slice_of(p)];
+            struct bin *bin = &heap->bins[c];
             struct block *block = p;
             if (unlikely(block == bin->head))
                 report_fatal("double free", p);
-            block->next = bin->head;
+            block_set_next(block, bin->head);
             bin->head = block;
             if (likely(++bin->count <= bin->limit))
                 return;

@@ -74,6 +74,9 @@ void *large_alloc(size_t size, size_t alignment);
 void *large_calloc(size_t size);
 /* Frees `p` if it is a live large block; false if it is not one. */
 bool large_free(void *p);
+/* Whether `p` is one of the large blocks freed last (its address not
+ * taken again since): a second free of it is a double free. */
+bool large_was_freed(const void *p);
 /* Usable size of a live large block, 0 if `p` is not one. */
 size_t large_usable_size(const void *p);
 /* Resizes a live large block with mremap; NULL with errno set on failure. */
@@ -89,7 +92,7 @@ void large_unlock_all(void);
 void large_fork_child(void);
 
 /* ---- heap.c: thread heaps --------------------------------------------- */
-extern struct page page_empty;
+extern STRATA_INTERNAL struct page page_empty;
 /* Creates the thread-exit key (start-up, before any heap). */
 void heap_threads_init(void);
 /* Gives the calling thread a heap (start-up done); NULL without memory. */
@@ -106,6 +109,8 @@ STRATA_NOINLINE void heap_free_block(void *p);
 /* Returns a block to its page, in the heap that owns it. */
 void page_free_block(struct heap *heap, struct page *page, struct block *block);
 STRATA_NOINLINE void heap_collect_remote(struct heap *heap);
+/* Whether p is free in one of the heap's lists (the owner's call). */
+bool heap_holds_free(struct heap *heap, const void *p);
 /* Purge policy: purges the slices that have stayed free since the last
  * check, once a delay has passed since it, or everything past the dirty
  * limit; asks for the purger thread when the heap holds enough. */
@@ -119,7 +124,7 @@ void heap_purge_dirty(struct heap *heap);
  * PURGER_WANTED_SLICES free (or by the first heap, with
  * STRATA_BACKGROUND_PURGE=1), taken by init.c's purger_start. */
 enum purger_request { PURGER_IDLE, PURGER_REQUESTED, PURGER_TAKEN };
-extern _Atomic int purger_request;
+extern STRATA_INTERNAL _Atomic int purger_request;
 /* Calls fn on every heap with a thread, holding its lock (with `try_only`,
  * skipping heaps whose lock is busy). Takes no process-wide lock. */
 void heap_for_each_live(void (*fn)(struct heap *, void *), void *arg, bool try_only);

@@ -1,19 +1,13 @@
 /* free.c: every free the inline path does not finish (into the caller's own
  * bin): blocks of other threads and of exited ones (heap_free_block), large
  * blocks, pointers strata did not allocate, and checked mode, which
- * validates every pointer first and marks freed blocks with a canary. */
+ * validates every pointer first and trusts a freed block's key. A pointer
+ * that is not 8-aligned is refused in every mode. */
 #include <stdatomic.h>
 
 #include "core.h"
 
 static _Atomic bool foreign_warned;
-
-#define CANARY_KEY ((uintptr_t)0x9e3779b97f4a7c15u)
-
-static inline uintptr_t canary_of(const void *p)
-{
-    return (uintptr_t)p ^ CANARY_KEY;
-}
 
 static void check_block(const void *p)
 {
@@ -26,10 +20,8 @@ static void check_block(const void *p)
     if (offset % page->block_size != 0 || offset / page->block_size >= page->reserved)
         report_fatal("free of a pointer that is not the start of a block", p);
     if (page->block_size >= 16) {
-        uintptr_t *words = (uintptr_t *)p;
-        if (words[1] == canary_of(p))
+        if (block_key_found(p)) /* a free block's key: checked mode trusts it */
             report_fatal("double free", p);
-        words[1] = canary_of(p);
     }
 }
 
@@ -38,6 +30,8 @@ void free_slow(void *p)
     if (p == NULL)
         return;
     if (is_segment_pointer(p)) {
+        if (unlikely(((uintptr_t)p & 7) != 0))
+            report_fatal("free of a pointer that is not the start of a block", p);
         if (unlikely(strata_options.check))
             check_block(p);
         heap_free_block(p);
@@ -45,6 +39,8 @@ void free_slow(void *p)
     }
     if (large_free(p))
         return;
+    if (large_was_freed(p))
+        report_fatal("double free", p);
     config_init(); /* a first call may be this free: the options decide */
     if (strata_options.check)
         report_fatal("free of a pointer strata did not allocate", p);

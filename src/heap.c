@@ -161,7 +161,7 @@ void page_free_block(struct heap *heap, struct page *page, struct block *block)
     struct block *head = page->free;
     if (unlikely(head == block))
         report_fatal("double free", block);
-    block->next = head;
+    block_set_next(block, head);
     page->free = block;
     page->used--; /* the caller accounts the bytes (counters_bytes_out), in batches */
     if (likely(head != NULL && page->used != 0))
@@ -216,7 +216,7 @@ static bool current_with_free(struct heap *heap, unsigned class_index)
 static inline void *block_pop(struct page *page)
 {
     struct block *block = page->free;
-    page->free = block->next;
+    page->free = block_next(block);
     page->used++;
     return block;
 }
@@ -229,11 +229,10 @@ void *heap_bin_refill(struct heap *heap, unsigned class_index)
     struct page *page = heap->current[class_index];
     struct block *first = block_pop(page);
     counters_bytes_out((long)page->block_size);
-    if (unlikely(strata_options.check)) {
-        if (class_size[class_index] >= 16)
-            ((uintptr_t *)first)[1] = 0; /* clear the freed-block canary */
+    if (class_index != 0)
+        ((uintptr_t *)first)[1] = 0; /* the free key */
+    if (unlikely(strata_options.check))
         return first;
-    }
     /* Move the page's free blocks into the (empty) bin so the next calls
      * stay inline: all at once when they fit, the list's length being
      * capacity - used; else half a bin, walked. */
@@ -248,9 +247,9 @@ void *heap_bin_refill(struct heap *heap, unsigned class_index)
     } else {
         struct block *last = taken;
         for (moved = 1; moved < bin->limit / 2; moved++)
-            last = last->next;
-        page->free = last->next;
-        last->next = NULL;
+            last = block_next(last);
+        page->free = block_next(last);
+        block_set_next(last, NULL);
     }
     strata_assert_cmp(moved, <=, bin->limit);
     bin->head = taken;
@@ -266,7 +265,7 @@ void *heap_bin_refill(struct heap *heap, unsigned class_index)
 static void blocks_to_pages(struct heap *heap, struct block *block)
 {
     while (block != NULL) {
-        struct block *next = block->next;
+        struct block *next = block_next(block);
         page_free_block(heap, page_of(segment_of(block), block), block);
         block = next;
     }
@@ -278,10 +277,10 @@ void heap_bin_flush(struct heap *heap, struct bin *bin)
     uint32_t keep = bin->limit / 2;
     struct block *block = bin->head;
     for (uint32_t i = 1; i < keep; i++)
-        block = block->next;
-    struct block *rest = keep ? block->next : block;
+        block = block_next(block);
+    struct block *rest = keep ? block_next(block) : block;
     if (keep)
-        block->next = NULL;
+        block_set_next(block, NULL);
     else
         bin->head = NULL;
     size_t class_index = (size_t)(bin - heap->bins);
@@ -303,6 +302,14 @@ static void bins_flush_all(struct heap *heap)
 }
 
 /* ---- frees from any thread ------------------------------------------------ */
+/* A block taken off a remote list to be freed again elsewhere drops the key
+ * its first push wrote, which the next push would take for a double free. */
+static void remote_key_drop(struct block *block)
+{
+    if (page_of(segment_of(block), block)->block_size >= 16)
+        ((uintptr_t *)block)[1] = 0;
+}
+
 void heap_free_block(void *p)
 {
     struct segment *segment = segment_of(p);
@@ -314,6 +321,8 @@ void heap_free_block(void *p)
         if (owner == self->owner_word) { /* checked mode's local free */
             /* Read before the free: it may release the page and its segment. */
             long size = (long)page->block_size;
+            if (size >= 16)
+                ((uintptr_t *)block)[1] = block_key(block);
             page_free_block(self, page, block);
             counters_bytes_out(-size);
             return;
@@ -323,11 +332,19 @@ void heap_free_block(void *p)
             return;
         }
         struct heap *heap = (struct heap *)(owner & ~OWNER_CHECK_TAG);
+        if (page->block_size >= 16) {
+            /* Free already: on a remote list, or collected since. */
+            if (unlikely(block_key_found(block)))
+                report_fatal("double free", block);
+            ((uintptr_t *)block)[1] = block_key(block);
+        }
         struct block *old = atomic_load_explicit(&heap->remote, memory_order_relaxed);
         do {
             if (old == REMOTE_CLOSED)
                 break;
-            block->next = old;
+            if (unlikely(old == block)) /* the same thread's last remote free */
+                report_fatal("double free", block);
+            block_set_next(block, old);
         } while (!atomic_compare_exchange_weak_explicit(&heap->remote, &old, block,
                                                         memory_order_release,
                                                         memory_order_relaxed));
@@ -344,17 +361,51 @@ void heap_collect_remote(struct heap *heap)
     struct block *list = atomic_exchange_explicit(&heap->remote, NULL, memory_order_acquire);
     strata_assert(list != REMOTE_CLOSED);
     while (list != NULL) {
-        struct block *next = list->next;
+        struct block *next = block_next(list);
         struct segment *segment = segment_of(list);
         if (atomic_load_explicit(&segment->owner, memory_order_relaxed) == heap->owner_word) {
             struct page *page = page_of(segment, list);
+            if (page->block_size >= 16) {
+                /* Off the remote list: the key goes (checked mode keeps it,
+                 * flipped, for as long as the block is free). */
+                uintptr_t *words = (uintptr_t *)list;
+                if (unlikely(words[1] == (block_key(list) ^ 1))) /* twice in the list */
+                    report_fatal("double free", list);
+                words[1] = strata_options.check ? block_key(list) ^ 1 : 0;
+            }
             counters_bytes_out(-(long)page->block_size);
             page_free_block(heap, page, list);
         } else {
+            remote_key_drop(list);
             heap_free_block(list); /* a stale push into a recycled heap */
         }
         list = next;
     }
+}
+
+/* Whether p is on one of the heap's free lists: its class's bin, its page's
+ * free list or the heap's remote list (the owner's own call: only it takes
+ * blocks off those lists). Walks are bounded by the lists' counts. */
+bool heap_holds_free(struct heap *heap, const void *p)
+{
+    struct segment *segment = segment_of(p);
+    struct page *page = page_of(segment, p);
+    if (!page->in_use)
+        return false;
+    const struct bin *bin = &heap->bins[page->class_index];
+    size_t n = 0;
+    for (const struct block *b = bin->head; b != NULL && n <= bin->count; b = block_next(b), n++)
+        if (b == p)
+            return true;
+    n = 0;
+    for (const struct block *b = page->free; b != NULL && n <= page->capacity; b = block_next(b), n++)
+        if (b == p)
+            return true;
+    const struct block *remote = atomic_load_explicit(&heap->remote, memory_order_acquire);
+    for (; remote != NULL && remote != REMOTE_CLOSED; remote = block_next(remote))
+        if (remote == p)
+            return true;
+    return false;
 }
 
 /* ---- purge policy ---------------------------------------------------------- */
@@ -445,7 +496,8 @@ static void heap_abandon(struct heap *heap)
      * closing the list sends late remote frees there too. */
     struct block *late = atomic_exchange_explicit(&heap->remote, REMOTE_CLOSED, memory_order_acq_rel);
     while (late != NULL) {
-        struct block *next = late->next;
+        struct block *next = block_next(late);
+        remote_key_drop(late);
         heap_free_block(late);
         late = next;
     }
@@ -541,7 +593,7 @@ static STRATA_TLS char heap_broken[224];
 static size_t list_length(const struct block *block, size_t bound)
 {
     size_t n = 0;
-    for (; block != NULL && n <= bound; block = block->next)
+    for (; block != NULL && n <= bound; block = block_next(block))
         n++;
     return n;
 }
@@ -564,7 +616,7 @@ static const char *page_check(const struct page *page)
         return BROKEN("page %p: free list of %zu%s blocks, capacity - used is %u",
                       (const void *)page, length, length > page->capacity ? "+" : "",
                       page->capacity - page->used);
-    for (const struct block *b = page->free; b != NULL; b = b->next)
+    for (const struct block *b = page->free; b != NULL; b = block_next(b))
         if (!page_contains(page, b))
             return BROKEN("page %p: free list holds %p, not one of its carved blocks",
                           (const void *)page, (const void *)b);
@@ -580,7 +632,7 @@ static const char *bin_check(const struct heap *heap, unsigned c)
     if (length != bin->count || bin->count > bin->limit)
         return BROKEN("bin of class %u (%u bytes): %zu blocks listed, count %u, limit %u", c,
                       class_size[c], length, bin->count, bin->limit);
-    for (const struct block *b = bin->head; b != NULL; b = b->next) {
+    for (const struct block *b = bin->head; b != NULL; b = block_next(b)) {
         const struct segment *segment = segment_of(b);
         const struct page *page = page_of((struct segment *)segment, b);
         if (atomic_load(&segment->owner) != heap->owner_word)

@@ -7,6 +7,8 @@
 
 #include <stddef.h>
 
+#include "platform.h"
+
 #if defined(__SANITIZE_ADDRESS__)
 #define STRATA_ASAN 1
 #elif defined(__has_feature)
@@ -36,7 +38,7 @@
 /* Valgrind's client requests cost a stack frame and a stall each, more than
  * a pool chunk's whole life: they are made out of line (instrument.c), and
  * only when start-up (config_init) found the program under Valgrind. */
-extern _Bool instrument_valgrind;
+extern STRATA_INTERNAL _Bool instrument_valgrind;
 void instrument_valgrind_mark(void *p, size_t n, _Bool usable);
 /* Sets instrument_valgrind: whether the program runs under Valgrind. */
 void instrument_detect(void);

@@ -50,6 +50,36 @@ static struct large_entry *lookup(uintptr_t address)
     }
 }
 
+/* The addresses of the large blocks freed (or moved away from) last, until
+ * a new block takes the address: a second free of one is a double free, not
+ * a pointer strata never saw. Under large_lock. */
+#define RECENT_FREED 64
+static uintptr_t recent_freed[RECENT_FREED];
+static size_t recent_next;
+
+static void recent_add(uintptr_t address)
+{
+    recent_freed[recent_next] = address;
+    recent_next = (recent_next + 1) % RECENT_FREED;
+}
+
+static void recent_forget(uintptr_t address)
+{
+    for (size_t i = 0; i < RECENT_FREED; i++)
+        if (recent_freed[i] == address)
+            recent_freed[i] = 0;
+}
+
+bool large_was_freed(const void *p)
+{
+    bool found = false;
+    pthread_mutex_lock(&large_lock);
+    for (size_t i = 0; i < RECENT_FREED && !found; i++)
+        found = recent_freed[i] == (uintptr_t)p;
+    pthread_mutex_unlock(&large_lock);
+    return found;
+}
+
 static bool has_room(size_t entries)
 {
     return (table_filled + table_reserved + entries) * 2 <= table_capacity;
@@ -113,6 +143,7 @@ static bool insert(uintptr_t address, size_t map_size, size_t alignment)
                 i = (i + 1) & (table_capacity - 1);
             /* A deleted slot is reused without filling the table more. */
             if (table[i].address == SLOT_DELETED || has_room(1)) {
+                recent_forget(address);
                 table_filled += table[i].address == 0;
                 table[i] = (struct large_entry){address, map_size, alignment};
                 strata_assert_cmp((table_filled + table_reserved) * 2, <=, table_capacity);
@@ -146,6 +177,7 @@ static void registry_move(uintptr_t from, uintptr_t to, size_t map_size, size_t 
         return;
     }
     entry->address = SLOT_DELETED;
+    recent_add(from & ~SLOT_MOVING);
     bool inserted = insert(to, map_size, alignment);
     strata_assert(inserted); /* the reserved room: no growth, no failure */
     (void)inserted;
@@ -351,6 +383,7 @@ bool large_free(void *p)
     size_t map_size = entry->map_size;
     bool page_aligned = entry->alignment <= os_page_size();
     entry->address = SLOT_DELETED;
+    recent_add((uintptr_t)p);
     struct large_header *h = header_of(p);
     char *base = (char *)p - h->offset;
     h->magic = 0; /* a stale pointer to this address is no longer a block */

@@ -61,9 +61,39 @@ _Static_assert(SMALL_MAX * 4 <= (SLICES_PER_SEGMENT - 1) * SLICE_SIZE,
 /* The remote-free list of a heap whose thread is gone. */
 #define REMOTE_CLOSED ((struct block *)(uintptr_t)1)
 
+/* A free block. Its link is read and written only through block_next and
+ * block_set_next, the one place an encoding of free lists would go. */
 struct block {
-    struct block *next;
+    uintptr_t link;
 };
+
+static inline struct block *block_next(const struct block *b)
+{
+    return (struct block *)b->link;
+}
+
+static inline void block_set_next(struct block *b, const struct block *next)
+{
+    b->link = (uintptr_t)next;
+}
+
+/* Random at start-up (config_init); read-only afterwards. */
+extern STRATA_INTERNAL uintptr_t block_key_secret;
+
+/* The free key: the word a block of 16 bytes or more holds at index 1
+ * while it waits on a remote list (and, in checked mode, while it is free
+ * anywhere; there the owner's collection flips its low bit): a second free
+ * that finds it is a double free. The owner's own frees and allocations
+ * never touch it, so the inline paths pay nothing. */
+static inline uintptr_t block_key(const void *b)
+{
+    return (uintptr_t)b ^ block_key_secret;
+}
+
+static inline bool block_key_found(const void *b)
+{
+    return (((const uintptr_t *)b)[1] ^ block_key(b)) < 2;
+}
 
 struct heap;
 
@@ -137,15 +167,15 @@ struct heap {
 
 /* The calling thread's heap, or &heap_empty before its first allocation
  * (heap.c). */
-extern struct heap heap_empty;
-extern STRATA_TLS struct heap *thread_heap;
+extern STRATA_INTERNAL struct heap heap_empty;
+extern STRATA_INTERNAL STRATA_TLS struct heap *thread_heap;
 
 /* ---- The segment map and pointer lookups -------------------------------- */
 #define SEGMENT_MAP_LENGTH ((size_t)1 << (47 - SEGMENT_SHIFT))
 /* A byte per SEGMENT_SIZE region of the 47-bit address space, in .bss: its
  * untouched pages cost no memory, and it is valid before initialisation
  * (segment.c). */
-extern _Atomic(uint8_t) segment_map[SEGMENT_MAP_LENGTH];
+extern STRATA_INTERNAL _Atomic(uint8_t) segment_map[SEGMENT_MAP_LENGTH];
 
 static inline struct segment *segment_of(const void *p)
 {

@@ -27,7 +27,7 @@ struct options {
     bool thp;              /* STRATA_THP */
     uint64_t purge_delay_ns; /* derived: purge_delay_ms in nanoseconds */
 };
-extern struct options strata_options;
+extern STRATA_INTERNAL struct options strata_options;
 /* Reads the options and sets up what every layer reads but never changes:
  * the page size, the size-class tables, the memory limit, whether Valgrind
  * runs us. Idempotent and cheap once done; any layer calls it before it

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -208,6 +209,21 @@ void *os_remap(void *addr, size_t old_size, size_t new_size)
         return NULL;
     atomic_fetch_add_explicit(&mapped_bytes, new_size - old_size, memory_order_relaxed);
     return p;
+}
+
+uint64_t os_random(void)
+{
+    uint64_t value = 0;
+    int saved = errno;
+    ssize_t n = getrandom(&value, sizeof value, GRND_NONBLOCK);
+    errno = saved;
+    if (n != (ssize_t)sizeof value) {
+        value ^= os_now_ns() * 0x9e3779b97f4a7c15u ^ (uint64_t)(uintptr_t)&value;
+        value ^= value >> 29;
+        value *= 0xbf58476d1ce4e5b9u;
+        value ^= value >> 32;
+    }
+    return value;
 }
 
 uint64_t os_now_ns(void)

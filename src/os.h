@@ -14,7 +14,7 @@
  * Contract: addresses and sizes are page multiples and non-zero; mapping
  * functions return NULL on failure and never allocate; errno is kept. */
 /* The page size, read once (inline: large realloc asks it at every step). */
-extern size_t os_page_bytes;
+extern STRATA_INTERNAL size_t os_page_bytes;
 size_t os_page_size_slow(void);
 static inline size_t os_page_size(void)
 {
@@ -54,6 +54,9 @@ size_t os_mapped_bytes(void);
 size_t os_purged_bytes(void);
 /* The whole process's resident bytes (0 if /proc cannot be read). */
 size_t os_resident_bytes(void);
+/* 64 random bits from the kernel (a mix of the clock and addresses if it
+ * has none to give). */
+uint64_t os_random(void);
 /* Monotonic time in nanoseconds (a vDSO call, no system call). */
 uint64_t os_now_ns(void);
 void os_sleep_ns(uint64_t ns);

@@ -19,6 +19,9 @@
 #define STRATA_COLD __attribute__((noinline, cold))
 #define STRATA_PRINTF(fmt, first) __attribute__((format(printf, fmt, first)))
 #define STRATA_EXPORT __attribute__((visibility("default")))
+/* On the library's own variables declared in headers: reached PC-relative,
+ * not through the GOT (-fvisibility=hidden covers definitions only). */
+#define STRATA_INTERNAL __attribute__((visibility("hidden")))
 /* initial-exec: a thread-local access is one load from %fs, also when the
  * library is preloaded (it is then in the static TLS block). */
 #define STRATA_TLS __thread __attribute__((tls_model("initial-exec")))

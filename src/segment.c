@@ -157,9 +157,16 @@ bool page_extend(struct page *page)
         os_populate((void *)from, to - from);
     }
     char *p = first;
-    for (size_t i = 1; i < count; i++, p += size)
-        ((struct block *)p)->next = (struct block *)(p + size);
-    ((struct block *)p)->next = page->free;
+    /* The free key's word starts clear: a slice's memory is not always
+     * zero (reused unpurged, or a purge the OS refused). */
+    for (size_t i = 1; i < count; i++, p += size) {
+        block_set_next((struct block *)p, (struct block *)(p + size));
+        if (size >= 16)
+            ((uintptr_t *)p)[1] = 0;
+    }
+    block_set_next((struct block *)p, page->free);
+    if (size >= 16)
+        ((uintptr_t *)p)[1] = 0;
     page->free = (struct block *)first;
     page->capacity += (uint32_t)count;
     strata_assert_cmp(page->capacity, <=, page->reserved);
@@ -300,7 +307,19 @@ void abandoned_free_block(struct page *page, struct block *block)
         report_fatal("double free", block);
     }
     strata_assert_cmp(page->used, >, 0);
-    block->next = page->free;
+    if (page->block_size >= 16) {
+        uintptr_t key = block_key(block);
+        if (unlikely(block_key_found(block))) {
+            size_t n = 0;
+            for (const struct block *b = page->free; b != NULL && n <= page->capacity; b = block_next(b), n++)
+                if (b == block) {
+                    pthread_mutex_unlock(&abandoned_lock);
+                    report_fatal("double free", block);
+                }
+        }
+        ((uintptr_t *)block)[1] = key;
+    }
+    block_set_next(block, page->free);
     page->free = block;
     counters_bytes_out(-(long)page->block_size);
     if (--page->used == 0) {

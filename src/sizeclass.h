@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "platform.h"
+
 #define CLASS_COUNT 96                    /* 8..64 by 8, then 8 per doubling */
 #define SMALL_MAX ((size_t)128 * 1024)   /* largest class; above: mapped */
 #define DIRECT_MAX ((size_t)1024)         /* sizes served by the direct table */
@@ -16,8 +18,8 @@
  * itself included: it names "no class". */
 _Static_assert(CLASS_COUNT < 256, "class indices fit a byte, with one to spare");
 
-extern uint32_t class_size[CLASS_COUNT];
-extern uint8_t class_of_direct[DIRECT_COUNT];
+extern STRATA_INTERNAL uint32_t class_size[CLASS_COUNT];
+extern STRATA_INTERNAL uint8_t class_of_direct[DIRECT_COUNT];
 void sizeclass_init(void);
 
 static inline unsigned size_class(size_t size)
