@@ -51,7 +51,7 @@ int main(int argc, char **argv)
     /* glibc's memalign and aligned_alloc take any alignment: up to 16 is
      * malloc's, others round up to a power of two; only an impossible one
      * fails, with EINVAL. */
-    volatile size_t odd_alignment = 24, no_alignment = 0;
+    volatile size_t odd_alignment = 24, no_alignment = 0, odd_page = 3000;
     q = memalign(no_alignment, 10);
     CHECK(q != NULL);
     free(q);
@@ -64,7 +64,7 @@ int main(int argc, char **argv)
     q = memalign(16, 24);
     CHECK(q != NULL && ((uintptr_t)q & 15) == 0);
     free(q);
-    q = memalign(3000, 10);
+    q = memalign(odd_page, 10);
     CHECK(q != NULL && ((uintptr_t)q & 4095) == 0);
     free(q);
     volatile size_t impossible = SIZE_MAX;
