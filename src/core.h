@@ -44,9 +44,9 @@ void segment_purge_dirty(struct segment *segment);
 /* ---- segment.c: segments, the segment map, pages, abandoned segments --- */
 /* Slices a page of the class spans. */
 size_t class_slices(unsigned class_index);
-/* A page of the class from the heap's segments, or a new segment's (heap
- * lock held); NULL when no memory is to be had. */
-struct page *page_new(struct heap *heap, unsigned class_index);
+/* A page of the class from the heap's segments, or (with `may_map`) a new
+ * segment's (heap lock held); NULL when there is no room (or memory). */
+struct page *page_new(struct heap *heap, unsigned class_index, bool may_map);
 /* Gives an empty page's slices back to its segment, and an emptied segment
  * (not the heap's last) back to the cache or the OS; true if the segment
  * went (heap lock held, or the heap's thread exiting). */
@@ -57,8 +57,14 @@ bool page_extend(struct page *page);
  * to the frees of other threads. */
 void heap_segments_abandon(struct heap *heap);
 /* Frees a block of an abandoned segment; its page and segment go back when
- * they empty. Reports a double free of the page's last freed block. */
-void abandoned_free_block(struct page *page, struct block *block);
+ * they empty. Reports a double free of the page's last freed block. False
+ * when a heap has adopted the segment since the caller read its owner: the
+ * caller frees the block again, to that heap. */
+bool abandoned_free_block(struct page *page, struct block *block);
+/* Moves an abandoned segment (none with a purge in flight) to the heap,
+ * which then owns its pages and blocks; NULL when there is none (heap lock
+ * held). The caller lists its pages (heap_adopt_pages). */
+struct segment *abandoned_adopt(struct heap *heap);
 /* Calls fn on every abandoned segment, under the abandoned lock. */
 void abandoned_for_each(void (*fn)(const struct segment *, void *), void *arg);
 /* Unmaps every cached empty segment now. */

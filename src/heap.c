@@ -180,6 +180,47 @@ void page_free_block(struct heap *heap, struct page *page, struct block *block)
     }
 }
 
+/* An adopted segment's pages join the heap: each with free blocks (carved
+ * further if need be) on its class's list, the full ones where they are. A
+ * walk of its free lists, once per adoption. */
+static void heap_adopt_pages(struct heap *heap, struct segment *segment)
+{
+    for (unsigned i = 1; i < SLICES_PER_SEGMENT; i++) {
+        struct page *page = &segment->pages[i];
+        if (!page->in_use)
+            continue;
+        strata_assert(!page->listed && page->used > 0);
+        /* Its free blocks drop the key their abandoned frees wrote: the
+         * heap's own lists keep none (see block_key). */
+        if (page->block_size >= 16 && !strata_options.check)
+            for (struct block *b = page->free; b != NULL; b = block_next(b))
+                ((uintptr_t *)b)[1] = 0;
+        if (page->free == NULL)
+            page_extend(page);
+        if (page->free != NULL)
+            list_push(heap, page);
+    }
+}
+
+/* A page of the class for current[class] (heap lock held): from the heap's
+ * free slices, then from segments of exited threads, adopted, and only then
+ * from a new segment. NULL when a listed page (of an adopted segment) is to
+ * be used instead, or when no memory is to be had. */
+static struct page *page_for_class(struct heap *heap, unsigned class_index)
+{
+    struct page *page = page_new(heap, class_index, false);
+    while (page == NULL) {
+        struct segment *adopted = abandoned_adopt(heap);
+        if (adopted == NULL)
+            return page_new(heap, class_index, true);
+        heap_adopt_pages(heap, adopted);
+        if (heap->available[class_index] != NULL)
+            return NULL;
+        page = page_new(heap, class_index, false);
+    }
+    return page;
+}
+
 /* Makes current[class] a page with a free block; false when out of memory. */
 static bool current_with_free(struct heap *heap, unsigned class_index)
 {
@@ -192,22 +233,26 @@ static bool current_with_free(struct heap *heap, unsigned class_index)
             return true;
     }
     page = heap->available[class_index];
-    if (page != NULL) {
-        list_remove(heap, page);
-    } else {
+    if (page == NULL) {
         pthread_mutex_lock(&heap->lock);
         heap_maybe_purge(heap);
-        page = page_new(heap, class_index);
+        page = page_for_class(heap, class_index);
         pthread_mutex_unlock(&heap->lock);
-        if (page == NULL)
-            return false;
-        strata_assert(page->class_index == class_index && page->in_use && page->capacity == 0);
-        /* Populate only for a class in steady use: a program that takes one
-         * block of a big class would otherwise get four faulted in. */
-        if (heap->current[class_index] == &page_empty)
-            page->fresh = 0;
-        page_extend(page);
+        if (page != NULL) {
+            strata_assert(page->class_index == class_index && page->in_use && page->capacity == 0);
+            /* Populate only for a class in steady use: a program that takes
+             * one block of a big class would otherwise get four faulted in. */
+            if (heap->current[class_index] == &page_empty)
+                page->fresh = 0;
+            page_extend(page);
+        } else {
+            page = heap->available[class_index];
+            if (page == NULL)
+                return false;
+        }
     }
+    if (page->listed)
+        list_remove(heap, page);
     strata_assert(page->free != NULL && page->class_index == class_index);
     heap->current[class_index] = page;
     return true;
@@ -328,8 +373,10 @@ void heap_free_block(void *p)
             return;
         }
         if (owner == OWNER_ABANDONED) {
-            abandoned_free_block(page, block);
-            return;
+            if (abandoned_free_block(page, block))
+                return;
+            owner = atomic_load_explicit(&segment->owner, memory_order_acquire);
+            continue;
         }
         struct heap *heap = (struct heap *)(owner & ~OWNER_CHECK_TAG);
         if (page->block_size >= 16) {

@@ -81,7 +81,7 @@ size_t class_slices(unsigned class_index)
     return (size * 4 + SLICE_SIZE - 1) / SLICE_SIZE;
 }
 
-struct page *page_new(struct heap *heap, unsigned class_index)
+struct page *page_new(struct heap *heap, unsigned class_index, bool may_map)
 {
     size_t length = class_slices(class_index);
     struct segment *segment = NULL;
@@ -104,7 +104,7 @@ struct page *page_new(struct heap *heap, unsigned class_index)
         }
     }
     if (segment == NULL) {
-        segment = segment_new(heap);
+        segment = may_map ? segment_new(heap) : NULL;
         if (segment == NULL)
             return NULL;
         starts = runs_of(segment->free_mask, length);
@@ -296,12 +296,16 @@ static bool abandoned_done(struct segment *segment)
     return true;
 }
 
-void abandoned_free_block(struct page *page, struct block *block)
+bool abandoned_free_block(struct page *page, struct block *block)
 {
     struct segment *segment = segment_of(page);
     uint64_t purge = 0;
     bool done = false;
     pthread_mutex_lock(&abandoned_lock);
+    if (atomic_load_explicit(&segment->owner, memory_order_relaxed) != OWNER_ABANDONED) {
+        pthread_mutex_unlock(&abandoned_lock); /* a heap adopted it meanwhile */
+        return false;
+    }
     if (unlikely(!page->in_use || page->free == block)) {
         pthread_mutex_unlock(&abandoned_lock);
         report_fatal("double free", block);
@@ -342,6 +346,32 @@ void abandoned_free_block(struct page *page, struct block *block)
     }
     if (done)
         segment_release(segment);
+    return true;
+}
+
+struct segment *abandoned_adopt(struct heap *heap)
+{
+    pthread_mutex_lock(&abandoned_lock);
+    struct segment *segment = abandoned_segments;
+    while (segment != NULL && segment->purging != 0)
+        segment = segment->next;
+    if (segment != NULL) {
+        segment_unlink(&abandoned_segments, segment);
+        /* From here frees of its blocks go to this heap, locally or through
+         * its remote list; a free that read the old word finds it changed
+         * under the lock and goes again. */
+        atomic_store_explicit(&segment->owner, heap->owner_word, memory_order_release);
+    }
+    pthread_mutex_unlock(&abandoned_lock);
+    if (segment == NULL)
+        return NULL;
+    strata_assert(segment->dirty_mask == 0 && segment->aging_mask == 0);
+    segment->next = heap->segments;
+    segment->prev = NULL;
+    if (heap->segments)
+        heap->segments->prev = segment;
+    heap->segments = segment;
+    return segment;
 }
 
 void abandoned_for_each(void (*fn)(const struct segment *, void *), void *arg)
