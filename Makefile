@@ -23,7 +23,7 @@ TEST_BIN := $(TEST_C:tests/%.c=$(BUILD)/tests/%)
 BENCH_C := $(wildcard bench/*.c)
 BENCH_BIN := $(BENCH_C:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all test test-deps test-debug test-asan test-tsan bench bench-full bench-deps install clean
+.PHONY: all test test-deps test-debug fuzz test-asan test-tsan bench bench-full bench-deps install clean
 all: $(BUILD)/libstrata.so $(BUILD)/libstrata.a
 
 $(BUILD)/obj/%.o: src/%.c $(HEADERS)
@@ -73,6 +73,12 @@ test: all $(TEST_BIN) $(BENCH_BIN)
 # on it, the override included.
 test-debug:
 	$(MAKE) BUILD=build-debug CFLAGS="-O1 -g $(DEBUG_FORMAT) -DSTRATA_DEBUG" test
+
+# The differential fuzzer at length: make test runs it briefly.
+FUZZ_STEPS ?= 200000
+FUZZ_SEEDS ?= 1 2 3 4
+fuzz: $(BUILD)/tests/test_fuzz
+	@for seed in $(FUZZ_SEEDS); do FUZZ_STEPS=$(FUZZ_STEPS) FUZZ_SEED=$$seed $(BUILD)/tests/test_fuzz || exit 1; done
 
 # Sanitizer runs test the strata_* API directly: the sanitizers bring their
 # own malloc, which the override would fight.

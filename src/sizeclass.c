@@ -17,7 +17,7 @@ void sizeclass_init(void)
         uint32_t base = (uint32_t)64 << doubling;
         class_size[c] = base + (within + 1) * (base / 8);
     }
-    class_of_direct[0] = 0;
+    class_of_direct[0] = (uint8_t)size_class(0);
     for (size_t i = 1; i < DIRECT_COUNT; i++)
         class_of_direct[i] = (uint8_t)size_class(i * 8);
 }

@@ -24,8 +24,8 @@ void sizeclass_init(void);
 
 static inline unsigned size_class(size_t size)
 {
-    if (size <= 64)
-        return size <= 8 ? 0 : (unsigned)((size - 1) >> 3);
+    if (size <= 64) /* malloc(0) is 16 bytes, 16-aligned, as glibc's */
+        return size <= 8 ? (unsigned)(size == 0) : (unsigned)((size - 1) >> 3);
     unsigned top = 63 - (unsigned)__builtin_clzll((unsigned long long)(size - 1));
     unsigned step_shift = top - 3;
     unsigned within = (unsigned)(((size - 1) >> step_shift) & 7);

@@ -13,6 +13,7 @@ int main(void)
         increasing &= class_size[c] > class_size[c - 1];
     CHECK(increasing);
     CHECK(class_size[0] == 8);
+    CHECK(class_size[size_class(0)] == 16); /* malloc(0): 16-aligned, as glibc's */
     CHECK(class_size[CLASS_COUNT - 1] == SMALL_MAX);
 
     int fits = 1, smallest = 1, waste_ok = 1, direct_ok = 1;
@@ -22,7 +23,7 @@ int main(void)
             fits = 0;
             continue;
         }
-        if (c > 0 && class_size[c - 1] >= n && n > 0)
+        if (c > 0 && class_size[c - 1] >= n && n > 0) /* 0 is the exception above */
             smallest = 0;
         if (n > 64 && (double)(class_size[c] - n) / (double)n > 0.125)
             waste_ok = 0;
