@@ -284,8 +284,8 @@ class Suite:
                   "reclaim: alloc 2048 + free, per s"]
         summary = ""
         if "talloc" in kinds:
-            summary = ("strata contexts / talloc: %.2fx (runs %.2fx-%.2fx; target 2x).\n"
-                       "strata pool / talloc_pool: %.2fx (runs %.2fx-%.2fx; target 3x).\n"
+            summary = ("strata contexts / talloc: %.2fx (runs %.2fx-%.2fx).\n"
+                       "strata pool / talloc_pool: %.2fx (runs %.2fx-%.2fx).\n"
                        "(Medians over the runs of the ratio within each run, where the two took turns in one process.)\n\n"
                        % (paired("strata-ctx", "talloc") + paired("strata-pool", "talloc-pool")))
         return ("### context: talloc's pool speed test\n"
