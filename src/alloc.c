@@ -73,9 +73,9 @@ void *alloc_class(unsigned class_index)
 void *alloc_large(size_t size, size_t alignment, bool zero)
 {
     strata_init();
-    void *p = zero ? large_calloc(size) : large_alloc(size, alignment);
+    void *p = large_alloc(size, alignment, zero);
     if (unlikely(p == NULL) && errno == ENOMEM && trim_for_retry(size))
-        p = zero ? large_calloc(size) : large_alloc(size, alignment);
+        p = large_alloc(size, alignment, zero);
     return p;
 }
 

@@ -75,9 +75,9 @@ void segment_unlock_all(void);
 void segment_fork_child(void);
 
 /* ---- large.c: blocks mapped directly ------------------------------------ */
-void *large_alloc(size_t size, size_t alignment);
-/* A zeroed large block (calloc). */
-void *large_calloc(size_t size);
+/* A large block of `size` bytes (`zero`: zeroed, as calloc's); NULL with
+ * errno = ENOMEM when no memory is to be had. */
+void *large_alloc(size_t size, size_t alignment, bool zero);
 /* Frees `p` if it is a live large block; false if it is not one. */
 bool large_free(void *p);
 /* Whether `p` is one of the large blocks freed last (its address not
@@ -115,8 +115,6 @@ STRATA_NOINLINE void heap_free_block(void *p);
 /* Returns a block to its page, in the heap that owns it. */
 void page_free_block(struct heap *heap, struct page *page, struct block *block);
 STRATA_NOINLINE void heap_collect_remote(struct heap *heap);
-/* Whether p is free in one of the heap's lists (the owner's call). */
-bool heap_holds_free(struct heap *heap, const void *p);
 /* Purge policy: purges the slices that have stayed free since the last
  * check, once a delay has passed since it, or everything past the dirty
  * limit; asks for the purger thread when the heap holds enough. */

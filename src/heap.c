@@ -274,10 +274,11 @@ void *heap_bin_refill(struct heap *heap, unsigned class_index)
     struct page *page = heap->current[class_index];
     struct block *first = block_pop(page);
     counters_bytes_out((long)page->block_size);
-    if (class_index != 0)
-        ((uintptr_t *)first)[1] = 0; /* the free key */
-    if (unlikely(strata_options.check))
+    if (unlikely(strata_options.check)) {
+        if (class_index != 0)
+            ((uintptr_t *)first)[1] = 0; /* the free key checked mode keeps */
         return first;
+    }
     /* Move the page's free blocks into the (empty) bin so the next calls
      * stay inline: all at once when they fit, the list's length being
      * capacity - used; else half a bin, walked. */
@@ -362,6 +363,7 @@ void heap_free_block(void *p)
     struct block *block = p;
     struct heap *self = thread_heap;
     uintptr_t owner = atomic_load_explicit(&segment->owner, memory_order_acquire);
+    bool keyed = false; /* this free wrote the block's key (a remote push) */
     for (;;) {
         if (owner == self->owner_word) { /* checked mode's local free */
             /* Read before the free: it may release the page and its segment. */
@@ -379,11 +381,14 @@ void heap_free_block(void *p)
             continue;
         }
         struct heap *heap = (struct heap *)(owner & ~OWNER_CHECK_TAG);
-        if (page->block_size >= 16) {
-            /* Free already: on a remote list, or collected since. */
+        if (page->block_size >= 16 && !keyed) {
+            /* Free already: on a remote list, or collected since. (A push
+             * that found the list closed comes back here, after the segment
+             * was abandoned and maybe adopted: the key is its own.) */
             if (unlikely(block_key_found(block)))
                 report_fatal("double free", block);
             ((uintptr_t *)block)[1] = block_key(block);
+            keyed = true;
         }
         struct block *old = atomic_load_explicit(&heap->remote, memory_order_relaxed);
         do {
@@ -428,31 +433,6 @@ void heap_collect_remote(struct heap *heap)
         }
         list = next;
     }
-}
-
-/* Whether p is on one of the heap's free lists: its class's bin, its page's
- * free list or the heap's remote list (the owner's own call: only it takes
- * blocks off those lists). Walks are bounded by the lists' counts. */
-bool heap_holds_free(struct heap *heap, const void *p)
-{
-    struct segment *segment = segment_of(p);
-    struct page *page = page_of(segment, p);
-    if (!page->in_use)
-        return false;
-    const struct bin *bin = &heap->bins[page->class_index];
-    size_t n = 0;
-    for (const struct block *b = bin->head; b != NULL && n <= bin->count; b = block_next(b), n++)
-        if (b == p)
-            return true;
-    n = 0;
-    for (const struct block *b = page->free; b != NULL && n <= page->capacity; b = block_next(b), n++)
-        if (b == p)
-            return true;
-    const struct block *remote = atomic_load_explicit(&heap->remote, memory_order_acquire);
-    for (; remote != NULL && remote != REMOTE_CLOSED; remote = block_next(remote))
-        if (remote == p)
-            return true;
-    return false;
 }
 
 /* ---- purge policy ---------------------------------------------------------- */

@@ -317,19 +317,7 @@ static bool stays(size_t usable, size_t asked, size_t size)
     return size <= usable && (size >= asked || size >= usable / 2);
 }
 
-static void *large_alloc_zeroed(size_t size, size_t alignment, bool zero);
-
-void *large_alloc(size_t size, size_t alignment)
-{
-    return large_alloc_zeroed(size, alignment, false);
-}
-
-void *large_calloc(size_t size)
-{
-    return large_alloc_zeroed(size, 0, true);
-}
-
-static void *large_alloc_zeroed(size_t size, size_t alignment, bool zero)
+void *large_alloc(size_t size, size_t alignment, bool zero)
 {
     config_init();
     if (size == 0)
@@ -463,7 +451,7 @@ void *large_realloc(void *p, size_t size)
     size_t new_size = exact > old_size ? round_to_page(size + growth_headroom(size) + offset) : exact;
     void *q;
     if (alignment > page && exact > old_size) {
-        q = large_alloc(size + growth_headroom(size), alignment);
+        q = large_alloc(size + growth_headroom(size), alignment, false);
         if (q == NULL)
             return NULL;
         memcpy(q, p, old_size - offset);
