@@ -20,8 +20,10 @@ void *alloc_class(unsigned class_index);
 void *alloc_large(size_t size, size_t alignment, bool zero);
 /* Resizes a large block to `size` (above SMALL_MAX), with the trim-and-retry. */
 void *realloc_large(void *p, size_t size);
-/* Every free that is not into the caller's own bin with room (free.c). */
+/* Every free that is not into the caller's own bin with room (free.c);
+ * free_segment_slow for a pointer into a segment. */
 STRATA_NOINLINE void free_slow(void *p);
+STRATA_NOINLINE void free_segment_slow(void *p);
 /* A free filled the bin past its limit: half goes back to the pages. */
 STRATA_NOINLINE void free_bin_full(struct heap *heap, struct bin *bin);
 
@@ -32,6 +34,7 @@ static inline void *bin_pop(unsigned class_index)
     struct block *block = bin->head;
     if (likely(block != NULL)) {
         bin->head = block_next(block);
+        block_take(block);
         bin->count--;
     }
     return block;
@@ -41,7 +44,7 @@ static inline void *bin_pop(unsigned class_index)
  * when the bin is empty; never calls out, so callers stay leaf functions. */
 static inline void *bin_try_pop(size_t size)
 {
-    return bin_pop(size <= DIRECT_MAX ? class_of_direct[(size + 7) >> 3] : size_class(size));
+    return bin_pop(small_class(size));
 }
 
 static inline void *alloc_inline(size_t size)
@@ -59,22 +62,32 @@ static inline void free_inline(void *p)
     if (likely(is_segment_pointer(p))) {
         struct segment *segment = segment_of(p);
         struct heap *heap = thread_heap;
-        /* A pointer that is not 8-aligned is no block's start: the slow
-         * path refuses it. */
         uintptr_t owner = atomic_load_explicit(&segment->owner, memory_order_relaxed);
-        if (likely(((owner ^ (uintptr_t)heap) | ((uintptr_t)p & 7)) == 0)) {
-            unsigned c = segment->class_of_slice[slice_of(p)];
-            struct bin *bin = &heap->bins[c];
-            struct block *block = p;
-            if (unlikely(block == bin->head))
-                report_fatal("double free", p);
-            block_set_next(block, bin->head);
-            bin->head = block;
-            if (likely(++bin->count <= bin->limit))
+        /* Only the start of a block its page has carved goes on: the slice's
+         * class divides p's offset in the page, below where carving stopped.
+         * Anything else takes the slow path, which reports it; no other
+         * pointer reaches a free list. (Only the owner carves, so only the
+         * owner may read carved_end here.) */
+        uint32_t offset = (uint32_t)((uintptr_t)p & SEGMENT_MASK);
+        const struct slice *slice = &segment->slices[offset >> SLICE_SHIFT];
+        if (likely(owner == (uintptr_t)heap)) {
+            unsigned c = slice->class_index;
+            uint32_t in_page = offset - ((uint32_t)slice->page_slice << SLICE_SHIFT);
+            if (likely((offset < slice->carved_end) & class_divides(c, in_page))) {
+                struct bin *bin = &heap->bins[c];
+                struct block *block = p;
+                if (unlikely(block == bin->head))
+                    report_fatal("double free", p);
+                block_set_next(block, bin->head);
+                bin->head = block;
+                if (likely(++bin->count <= bin->limit))
+                    return;
+                free_bin_full(heap, bin);
                 return;
-            free_bin_full(heap, bin);
-            return;
+            }
         }
+        free_segment_slow(p);
+        return;
     }
     free_slow(p);
 }

@@ -190,11 +190,6 @@ static void heap_adopt_pages(struct heap *heap, struct segment *segment)
         if (!page->in_use)
             continue;
         strata_assert(!page->listed && page->used > 0);
-        /* Its free blocks drop the key their abandoned frees wrote: the
-         * heap's own lists keep none (see block_key). */
-        if (page->block_size >= 16 && !strata_options.check)
-            for (struct block *b = page->free; b != NULL; b = block_next(b))
-                ((uintptr_t *)b)[1] = 0;
         if (page->free == NULL)
             page_extend(page);
         if (page->free != NULL)
@@ -262,6 +257,7 @@ static inline void *block_pop(struct page *page)
 {
     struct block *block = page->free;
     page->free = block_next(block);
+    block_take(block);
     page->used++;
     return block;
 }
@@ -274,11 +270,8 @@ void *heap_bin_refill(struct heap *heap, unsigned class_index)
     struct page *page = heap->current[class_index];
     struct block *first = block_pop(page);
     counters_bytes_out((long)page->block_size);
-    if (unlikely(strata_options.check)) {
-        if (class_index != 0)
-            ((uintptr_t *)first)[1] = 0; /* the free key checked mode keeps */
+    if (unlikely(strata_options.check))
         return first;
-    }
     /* Move the page's free blocks into the (empty) bin so the next calls
      * stay inline: all at once when they fit, the list's length being
      * capacity - used; else half a bin, walked. */
@@ -307,14 +300,26 @@ void *heap_bin_refill(struct heap *heap, unsigned class_index)
     return first;
 }
 
-/* Returns a list of blocks, each to its page. */
-static void blocks_to_pages(struct heap *heap, struct block *block)
+/* Returns `count` blocks of a bin's list, from `block` on, each to its
+ * page. They are taken off the list first, and taking one twice (a block
+ * freed again while still in the bin loops the list) is reported before a
+ * page counts any of them back. */
+static void blocks_to_pages(struct heap *heap, struct block *block, uint32_t count)
 {
-    while (block != NULL) {
-        struct block *next = block_next(block);
-        page_free_block(heap, page_of(segment_of(block), block), block);
+    struct block *taken[BIN_MAX_BLOCKS + 1];
+    strata_assert_cmp(count, <=, BIN_MAX_BLOCKS + 1);
+    for (uint32_t i = 0; i < count; i++) {
+        if (unlikely(block == NULL))
+            report_fatal("double free or write after free (a thread cache lost count)", taken[0]);
+        struct block *next = block_next(block); /* reports a block taken twice */
+        block_take(block);
+        taken[i] = block;
         block = next;
     }
+    if (unlikely(block != NULL))
+        report_fatal("double free or write after free (a thread cache's list runs on)", block);
+    for (uint32_t i = 0; i < count; i++)
+        page_free_block(heap, page_of(segment_of(taken[i]), taken[i]), taken[i]);
 }
 
 void heap_bin_flush(struct heap *heap, struct bin *bin)
@@ -331,8 +336,9 @@ void heap_bin_flush(struct heap *heap, struct bin *bin)
         bin->head = NULL;
     size_t class_index = (size_t)(bin - heap->bins);
     long returned = class_index < CLASS_COUNT ? (long)(bin->count - keep) * (long)class_size[class_index] : 0;
+    uint32_t moved = bin->count - keep;
     bin->count = keep;
-    blocks_to_pages(heap, rest);
+    blocks_to_pages(heap, rest, moved);
     counters_bytes_out(-returned);
 }
 
@@ -340,20 +346,20 @@ static void bins_flush_all(struct heap *heap)
 {
     for (unsigned c = 0; c < CLASS_COUNT; c++) {
         struct block *block = heap->bins[c].head;
-        counters_bytes_out(-(long)heap->bins[c].count * (long)class_size[c]);
+        uint32_t count = heap->bins[c].count;
+        counters_bytes_out(-(long)count * (long)class_size[c]);
         heap->bins[c].head = NULL;
         heap->bins[c].count = 0;
-        blocks_to_pages(heap, block);
+        blocks_to_pages(heap, block, count);
     }
 }
 
 /* ---- frees from any thread ------------------------------------------------ */
-/* A block taken off a remote list to be freed again elsewhere drops the key
- * its first push wrote, which the next push would take for a double free. */
-static void remote_key_drop(struct block *block)
+/* Whether a block start (free_slow checked it) is one the page has carved:
+ * the page's owner, or anyone while no owner can carve, may ask. */
+static bool page_carved(const struct page *page, const void *p)
 {
-    if (page_of(segment_of(block), block)->block_size >= 16)
-        ((uintptr_t *)block)[1] = 0;
+    return (size_t)((const char *)p - page->start) < (size_t)page->capacity * page->block_size;
 }
 
 void heap_free_block(void *p)
@@ -362,14 +368,17 @@ void heap_free_block(void *p)
     struct page *page = page_of(segment, p);
     struct block *block = p;
     struct heap *self = thread_heap;
+    /* Free already: on a list of its owner (a bin, a page, the remote
+     * list) or of an exited thread's segment. */
+    if (unlikely(block_is_free(block)))
+        report_fatal("double free", block);
     uintptr_t owner = atomic_load_explicit(&segment->owner, memory_order_acquire);
-    bool keyed = false; /* this free wrote the block's key (a remote push) */
     for (;;) {
-        if (owner == self->owner_word) { /* checked mode's local free */
+        if (owner == self->owner_word) { /* checked mode's local free, or a bad one */
+            if (unlikely(!page_carved(page, block)))
+                report_fatal("free of a block that was never allocated", block);
             /* Read before the free: it may release the page and its segment. */
             long size = (long)page->block_size;
-            if (size >= 16)
-                ((uintptr_t *)block)[1] = block_key(block);
             page_free_block(self, page, block);
             counters_bytes_out(-size);
             return;
@@ -381,22 +390,13 @@ void heap_free_block(void *p)
             continue;
         }
         struct heap *heap = (struct heap *)(owner & ~OWNER_CHECK_TAG);
-        if (page->block_size >= 16 && !keyed) {
-            /* Free already: on a remote list, or collected since. (A push
-             * that found the list closed comes back here, after the segment
-             * was abandoned and maybe adopted: the key is its own.) */
-            if (unlikely(block_key_found(block)))
-                report_fatal("double free", block);
-            ((uintptr_t *)block)[1] = block_key(block);
-            keyed = true;
-        }
         struct block *old = atomic_load_explicit(&heap->remote, memory_order_relaxed);
         do {
             if (old == REMOTE_CLOSED)
                 break;
             if (unlikely(old == block)) /* the same thread's last remote free */
                 report_fatal("double free", block);
-            block_set_next(block, old);
+            block_set_next_tagged(block, old, BLOCK_REMOTE);
         } while (!atomic_compare_exchange_weak_explicit(&heap->remote, &old, block,
                                                         memory_order_release,
                                                         memory_order_relaxed));
@@ -413,22 +413,17 @@ void heap_collect_remote(struct heap *heap)
     struct block *list = atomic_exchange_explicit(&heap->remote, NULL, memory_order_acquire);
     strata_assert(list != REMOTE_CLOSED);
     while (list != NULL) {
-        struct block *next = block_next(list);
+        struct block *next = block_next_tagged(list, BLOCK_REMOTE);
         struct segment *segment = segment_of(list);
+        struct page *page = page_of(segment, list);
         if (atomic_load_explicit(&segment->owner, memory_order_relaxed) == heap->owner_word) {
-            struct page *page = page_of(segment, list);
-            if (page->block_size >= 16) {
-                /* Off the remote list: the key goes (checked mode keeps it,
-                 * flipped, for as long as the block is free). */
-                uintptr_t *words = (uintptr_t *)list;
-                if (unlikely(words[1] == (block_key(list) ^ 1))) /* twice in the list */
-                    report_fatal("double free", list);
-                words[1] = strata_options.check ? block_key(list) ^ 1 : 0;
-            }
+            /* Only the owner knows how far its page is carved. */
+            if (unlikely(!page_carved(page, list)))
+                report_fatal("free of a block that was never allocated", list);
             counters_bytes_out(-(long)page->block_size);
             page_free_block(heap, page, list);
         } else {
-            remote_key_drop(list);
+            block_take(list); /* it leaves this list to be freed again elsewhere */
             heap_free_block(list); /* a stale push into a recycled heap */
         }
         list = next;
@@ -523,8 +518,8 @@ static void heap_abandon(struct heap *heap)
      * closing the list sends late remote frees there too. */
     struct block *late = atomic_exchange_explicit(&heap->remote, REMOTE_CLOSED, memory_order_acq_rel);
     while (late != NULL) {
-        struct block *next = block_next(late);
-        remote_key_drop(late);
+        struct block *next = block_next_tagged(late, BLOCK_REMOTE);
+        block_take(late);
         heap_free_block(late);
         late = next;
     }
@@ -617,11 +612,19 @@ static STRATA_TLS char heap_broken[224];
 
 #define BROKEN(...) (snprintf(heap_broken, sizeof heap_broken, __VA_ARGS__), heap_broken)
 
-static size_t list_length(const struct block *block, size_t bound)
+/* The length of a free list, up to bound + 1; *broken names a block whose
+ * words are not a free block's (the walk stops there). */
+static size_t list_length(const struct block *block, size_t bound, const struct block **broken)
 {
     size_t n = 0;
-    for (; block != NULL && n <= bound; block = block_next(block))
+    *broken = NULL;
+    for (; block != NULL && n <= bound; block = block_link(block)) {
+        if (!block_is_free(block)) {
+            *broken = block;
+            break;
+        }
         n++;
+    }
     return n;
 }
 
@@ -638,12 +641,16 @@ static const char *page_check(const struct page *page)
     if (page->used > page->capacity || page->capacity > page->reserved)
         return BROKEN("page %p: used %u, capacity %u, reserved %u", (const void *)page, page->used,
                       page->capacity, page->reserved);
-    size_t length = list_length(page->free, page->capacity);
+    const struct block *bad;
+    size_t length = list_length(page->free, page->capacity, &bad);
+    if (bad != NULL)
+        return BROKEN("page %p: free list holds %p, whose words are not a free block's (written after free?)",
+                      (const void *)page, (const void *)bad);
     if (length != page->capacity - page->used)
         return BROKEN("page %p: free list of %zu%s blocks, capacity - used is %u",
                       (const void *)page, length, length > page->capacity ? "+" : "",
                       page->capacity - page->used);
-    for (const struct block *b = page->free; b != NULL; b = block_next(b))
+    for (const struct block *b = page->free; b != NULL; b = block_link(b))
         if (!page_contains(page, b))
             return BROKEN("page %p: free list holds %p, not one of its carved blocks",
                           (const void *)page, (const void *)b);
@@ -655,11 +662,15 @@ static const char *page_check(const struct page *page)
 static const char *bin_check(const struct heap *heap, unsigned c)
 {
     const struct bin *bin = &heap->bins[c];
-    size_t length = list_length(bin->head, (size_t)bin->limit + 1);
+    const struct block *bad;
+    size_t length = list_length(bin->head, (size_t)bin->limit + 1, &bad);
+    if (bad != NULL)
+        return BROKEN("bin of class %u holds %p, whose words are not a free block's (written after free?)",
+                      c, (const void *)bad);
     if (length != bin->count || bin->count > bin->limit)
         return BROKEN("bin of class %u (%u bytes): %zu blocks listed, count %u, limit %u", c,
                       class_size[c], length, bin->count, bin->limit);
-    for (const struct block *b = bin->head; b != NULL; b = block_next(b)) {
+    for (const struct block *b = bin->head; b != NULL; b = block_link(b)) {
         const struct segment *segment = segment_of(b);
         const struct page *page = page_of((struct segment *)segment, b);
         if (atomic_load(&segment->owner) != heap->owner_word)

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "platform.h"
+#include "report.h"
 #include "sizeclass.h"
 
 /* ---- Geometry -----------------------------------------------------------
@@ -47,8 +48,7 @@ _Static_assert(SMALL_MAX * 4 <= (SLICES_PER_SEGMENT - 1) * SLICE_SIZE,
 #define OWNER_ABANDONED ((uintptr_t)2)
 #define OWNER_NONE ((uintptr_t)3) /* the empty heap's word: matches no segment */
 
-/* class_of_slice of a slice that holds no page: its bin never has room, so a
- * free there takes the slow path, which reports it. */
+/* The class of a slice that holds no page. */
 #define CLASS_NONE CLASS_COUNT
 /* A thread's cache keeps at most this many bytes of free blocks per class,
  * and at least BIN_MIN_BLOCKS blocks. */
@@ -61,38 +61,81 @@ _Static_assert(SMALL_MAX * 4 <= (SLICES_PER_SEGMENT - 1) * SLICE_SIZE,
 /* The remote-free list of a heap whose thread is gone. */
 #define REMOTE_CLOSED ((struct block *)(uintptr_t)1)
 
-/* A free block. Its link is read and written only through block_next and
- * block_set_next, the one place an encoding of free lists would go. */
+/* A free block, on any list (a bin, a page's free list, a remote list):
+ * its first word is the link to the next, encoded with one secret; its
+ * second checks the first against the block's own address with another.
+ * Only block_set_next writes them, and block_next follows a link only when
+ * the two agree, which a write after free (or a forged link) cannot arrange
+ * without the secrets: it is reported before its pointer is used. Handing
+ * a block out clears the second word (block_take), so a block freed twice
+ * is caught when a list reaches it the second time. Whatever a program
+ * writes into its blocks passes for a free block only if its first two
+ * words xor to the block's address xor the second secret: never, but by a
+ * chance of 2^-64. (With one secret, or none in the check, a program that
+ * wrote a byte of the first word, or a small number into the second, would
+ * pass now and then.) */
 struct block {
     uintptr_t link;
+    uintptr_t check;
 };
+
+/* Random at start-up (config_init); read-only afterwards. */
+struct block_secrets {
+    uintptr_t link, check;
+};
+extern STRATA_INTERNAL struct block_secrets block_secret;
+
+/* The link, unchecked. */
+static inline struct block *block_link(const struct block *b)
+{
+    return (struct block *)(b->link ^ block_secret.link);
+}
+
+/* A block on a remote list has its check word's low bit flipped: the
+ * owner's own lists never take one for theirs (a block freed by another
+ * thread and then by its owner is found when the remote list is walked). */
+#define BLOCK_REMOTE ((uintptr_t)1)
+
+static inline uintptr_t block_tag(const struct block *b)
+{
+    return b->link ^ b->check ^ (uintptr_t)b ^ block_secret.check;
+}
+
+/* Free on any list, the owner's or a remote one. */
+static inline bool block_is_free(const struct block *b)
+{
+    return block_tag(b) <= BLOCK_REMOTE;
+}
+
+/* The next block of an owner's list (tag 0) or a remote list. */
+static inline struct block *block_next_tagged(const struct block *b, uintptr_t tag)
+{
+    if (unlikely(block_tag(b) != tag))
+        report_fatal("double free or write after free", b);
+    return block_link(b);
+}
 
 static inline struct block *block_next(const struct block *b)
 {
-    return (struct block *)b->link;
+    return block_next_tagged(b, 0);
+}
+
+static inline void block_set_next_tagged(struct block *b, const struct block *next, uintptr_t tag)
+{
+    uintptr_t link = (uintptr_t)next ^ block_secret.link;
+    b->link = link;
+    b->check = link ^ (uintptr_t)b ^ block_secret.check ^ tag;
 }
 
 static inline void block_set_next(struct block *b, const struct block *next)
 {
-    b->link = (uintptr_t)next;
+    block_set_next_tagged(b, next, 0);
 }
 
-/* Random at start-up (config_init); read-only afterwards. */
-extern STRATA_INTERNAL uintptr_t block_key_secret;
-
-/* The free key: the word a block of 16 bytes or more holds at index 1
- * while it waits on a remote list (and, in checked mode, while it is free
- * anywhere; there the owner's collection flips its low bit): a second free
- * that finds it is a double free. The owner's own frees and allocations
- * never touch it, so the inline paths pay nothing. */
-static inline uintptr_t block_key(const void *b)
+/* The block leaves the free lists for its caller. */
+static inline void block_take(struct block *b)
 {
-    return (uintptr_t)b ^ block_key_secret;
-}
-
-static inline bool block_key_found(const void *b)
-{
-    return (((const uintptr_t *)b)[1] ^ block_key(b)) < 2;
+    b->check = 0;
 }
 
 struct heap;
@@ -114,6 +157,18 @@ struct page {
     struct page *next, *prev; /* available list of its class */
 };
 
+/* What a free needs of the slice it points into, eight slices to a line. A
+ * slice in no page has class CLASS_NONE, page slice 0 (the header's page
+ * slot, never in use) and carved_end 0. */
+struct slice {
+    /* Offset in the segment where the page's carved blocks stop, clamped to
+     * this slice: a block start below it is one the page has handed out or
+     * holds free; at or above it, memory no block has come from yet. */
+    uint32_t carved_end;
+    uint8_t class_index;
+    uint8_t page_slice; /* the first slice of its page */
+};
+
 /* Invariants (segment_check): a slice is either in free_mask or covered by
  * exactly one in-use page, whose slices name it and its class; slice 0 is
  * the header's; dirty_mask is a subset of free_mask and aging_mask of
@@ -127,9 +182,8 @@ struct segment {
     struct segment *next, *prev; /* owner heap's list, the abandoned list, or the cache */
     uint32_t pages_in_use;
     uint32_t purging;            /* abandoned: purges running outside the lock */
-    /* The owner's line and this one are all that a local free reads. */
-    _Alignas(CACHE_LINE) uint8_t class_of_slice[SLICES_PER_SEGMENT];
-    uint8_t page_of_slice[SLICES_PER_SEGMENT]; /* first slice of its page */
+    /* The owner's line and one line of these are all a local free reads. */
+    _Alignas(CACHE_LINE) struct slice slices[SLICES_PER_SEGMENT];
     _Alignas(CACHE_LINE) struct page pages[SLICES_PER_SEGMENT]; /* valid at first slices */
 };
 
@@ -196,7 +250,7 @@ static inline unsigned slice_of(const void *p)
 
 static inline struct page *page_of(struct segment *segment, const void *p)
 {
-    return &segment->pages[segment->page_of_slice[slice_of(p)]];
+    return &segment->pages[segment->slices[slice_of(p)].page_slice];
 }
 
 /* The usable size of a block in a segment, 0 when its page holds no class

@@ -110,7 +110,7 @@ void once_end(struct once *once, bool *running_here)
     atomic_store_explicit(&once->state, 2, memory_order_release);
 }
 
-uintptr_t block_key_secret;
+struct block_secrets block_secret;
 
 static struct once config_once;
 static STRATA_TLS bool config_running_here;
@@ -123,7 +123,8 @@ void config_init(void)
     instrument_detect();
     options_read();
     os_set_map_limit((size_t)strata_options.limit_mb << 20);
-    block_key_secret = (uintptr_t)os_random() | 1; /* never 0: a key is never a NULL pair */
+    block_secret.link = (uintptr_t)os_random();
+    block_secret.check = (uintptr_t)os_random();
     sizeclass_init();
     once_end(&config_once, &config_running_here);
 }

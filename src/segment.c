@@ -31,6 +31,29 @@ static void map_set(struct segment *segment, uint8_t value)
                           memory_order_release);
 }
 
+/* Slices [first, first + count) belong to the page at `page_slice`, of the
+ * class, with nothing carved yet. */
+static void slices_name(struct segment *segment, unsigned first, unsigned count,
+                        unsigned class_index, unsigned page_slice)
+{
+    for (unsigned k = first; k < first + count; k++)
+        segment->slices[k] = (struct slice){.class_index = (uint8_t)class_index,
+                                            .page_slice = (uint8_t)page_slice};
+}
+
+/* The page has carved its blocks from `from` to page->capacity: the slices
+ * they start in learn where carving now stops. */
+static void slices_carved(struct page *page, uint32_t from)
+{
+    struct segment *segment = segment_of(page->start);
+    uint32_t start = (uint32_t)((uintptr_t)page->start & SEGMENT_MASK);
+    uint32_t end = start + page->capacity * page->block_size;
+    for (uint32_t k = (start + from * page->block_size) >> SLICE_SHIFT; k << SLICE_SHIFT < end; k++) {
+        uint32_t slice_end = (k + 1) << SLICE_SHIFT;
+        segment->slices[k].carved_end = end < slice_end ? end : slice_end;
+    }
+}
+
 static struct segment *segment_new(struct heap *heap)
 {
     pthread_mutex_lock(&cache_lock);
@@ -51,7 +74,7 @@ static struct segment *segment_new(struct heap *heap)
     }
     strata_assert(((uintptr_t)segment & SEGMENT_MASK) == 0);
     memset(segment, 0, sizeof *segment);
-    memset(segment->class_of_slice, CLASS_NONE, sizeof segment->class_of_slice);
+    slices_name(segment, 0, SLICES_PER_SEGMENT, CLASS_NONE, 0);
     segment->free_mask = ALL_DATA_SLICES;
     atomic_store_explicit(&segment->owner, heap->owner_word, memory_order_relaxed);
     segment->next = heap->segments;
@@ -119,8 +142,7 @@ struct page *page_new(struct heap *heap, unsigned class_index, bool may_map)
     segment->dirty_mask &= ~run;
     segment->aging_mask &= ~run;
     segment->pages_in_use++;
-    memset(&segment->page_of_slice[first], (int)first, length);
-    memset(&segment->class_of_slice[first], (int)class_index, length);
+    slices_name(segment, first, length, class_index, first);
     strata_assert((segment->free_mask & 1) == 0 && (run & 1) == 0);
 
     struct page *page = &segment->pages[first];
@@ -157,18 +179,13 @@ bool page_extend(struct page *page)
         os_populate((void *)from, to - from);
     }
     char *p = first;
-    /* The free key's word starts clear: a slice's memory is not always
-     * zero (reused unpurged, or a purge the OS refused). */
-    for (size_t i = 1; i < count; i++, p += size) {
+    for (size_t i = 1; i < count; i++, p += size)
         block_set_next((struct block *)p, (struct block *)(p + size));
-        if (size >= 16)
-            ((uintptr_t *)p)[1] = 0;
-    }
     block_set_next((struct block *)p, page->free);
-    if (size >= 16)
-        ((uintptr_t *)p)[1] = 0;
     page->free = (struct block *)first;
+    uint32_t from = page->capacity;
     page->capacity += (uint32_t)count;
+    slices_carved(page, from);
     strata_assert_cmp(page->capacity, <=, page->reserved);
     strata_assert_cmp((size_t)page->capacity * page->block_size, <=, (size_t)page->slice_count * SLICE_SIZE);
     return true;
@@ -179,8 +196,7 @@ bool page_extend(struct page *page)
  * slice; their class's bin has no room, so such a free leaves the inline path. */
 static void slices_forget(struct segment *segment, unsigned first, unsigned count)
 {
-    memset(&segment->page_of_slice[first], 0, count);
-    memset(&segment->class_of_slice[first], CLASS_NONE, count);
+    slices_name(segment, first, count, CLASS_NONE, 0);
 }
 
 static void segment_unlink(struct segment **head, struct segment *segment)
@@ -306,23 +322,16 @@ bool abandoned_free_block(struct page *page, struct block *block)
         pthread_mutex_unlock(&abandoned_lock); /* a heap adopted it meanwhile */
         return false;
     }
-    if (unlikely(!page->in_use || page->free == block)) {
+    /* The caller checked that this is a block start and not free; that it
+     * was ever handed out only the page knows, and no owner changes it now. */
+    if (unlikely(!page->in_use || page->free == block ||
+                 (size_t)((char *)block - page->start) >= (size_t)page->capacity * page->block_size)) {
         pthread_mutex_unlock(&abandoned_lock);
-        report_fatal("double free", block);
+        report_fatal(page->in_use && page->free != block ? "free of a block that was never allocated"
+                                                          : "double free",
+                     block);
     }
     strata_assert_cmp(page->used, >, 0);
-    if (page->block_size >= 16) {
-        uintptr_t key = block_key(block);
-        if (unlikely(block_key_found(block))) {
-            size_t n = 0;
-            for (const struct block *b = page->free; b != NULL && n <= page->capacity; b = block_next(b), n++)
-                if (b == block) {
-                    pthread_mutex_unlock(&abandoned_lock);
-                    report_fatal("double free", block);
-                }
-        }
-        ((uintptr_t *)block)[1] = key;
-    }
     block_set_next(block, page->free);
     page->free = block;
     counters_bytes_out(-(long)page->block_size);
@@ -461,10 +470,18 @@ const char *segment_check(const struct segment *s, uintptr_t owner_word)
                           (const void *)s, i);
         covered |= run;
         for (unsigned k = i; k < i + page->slice_count; k++)
-            if (s->page_of_slice[k] != i || s->class_of_slice[k] != page->class_index)
+            if (s->slices[k].page_slice != i || s->slices[k].class_index != page->class_index)
                 return BROKEN("segment %p: slice %u names page %u class %u, not page %u class %u",
-                              (const void *)s, k, s->page_of_slice[k], s->class_of_slice[k], i,
-                              page->class_index);
+                              (const void *)s, k, s->slices[k].page_slice, s->slices[k].class_index,
+                              i, page->class_index);
+        size_t carved_end = (size_t)i * SLICE_SIZE + (size_t)page->capacity * page->block_size;
+        for (unsigned k = i; k < i + page->slice_count; k++) {
+            size_t from = (size_t)k * SLICE_SIZE, to = from + SLICE_SIZE;
+            size_t want = carved_end <= from ? 0 : carved_end < to ? carved_end : to;
+            if (s->slices[k].carved_end != want)
+                return BROKEN("segment %p: slice %u says carving stops at %u, the page at %zu",
+                              (const void *)s, k, s->slices[k].carved_end, want);
+        }
         if (page->used > page->capacity || page->capacity > page->reserved)
             return BROKEN("page %p: used %u, capacity %u, reserved %u", (const void *)page,
                           page->used, page->capacity, page->reserved);
@@ -476,9 +493,10 @@ const char *segment_check(const struct segment *s, uintptr_t owner_word)
         return BROKEN("segment %p: slices %#llx neither free nor in a page", (const void *)s,
                       (unsigned long long)~(covered | s->free_mask | 1));
     for (unsigned k = 1; k < SLICES_PER_SEGMENT; k++)
-        if (((s->free_mask >> k) & 1) && (s->page_of_slice[k] != 0 || s->class_of_slice[k] != CLASS_NONE))
+        if (((s->free_mask >> k) & 1) &&
+            (s->slices[k].page_slice != 0 || s->slices[k].class_index != CLASS_NONE || s->slices[k].carved_end != 0))
             return BROKEN("segment %p: free slice %u still names page %u class %u", (const void *)s,
-                          k, s->page_of_slice[k], s->class_of_slice[k]);
+                          k, s->slices[k].page_slice, s->slices[k].class_index);
     if (in_use != s->pages_in_use)
         return BROKEN("segment %p: %u pages in use, counted %u", (const void *)s, in_use,
                       s->pages_in_use);

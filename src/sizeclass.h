@@ -1,35 +1,61 @@
 /* sizeclass.h: the size classes, which every layer above the OS layer
- * shares. 8..64 bytes in steps of 8, then eight classes per doubling up to
+ * shares. 16..64 bytes in steps of 8, then eight classes per doubling up to
  * SMALL_MAX; the tables are filled once by config_init. */
 #ifndef STRATA_SIZECLASS_H
 #define STRATA_SIZECLASS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "platform.h"
 
-#define CLASS_COUNT 96                    /* 8..64 by 8, then 8 per doubling */
+#define CLASS_COUNT 95                    /* 16..64 by 8, then 8 per doubling */
 #define SMALL_MAX ((size_t)128 * 1024)   /* largest class; above: mapped */
 #define DIRECT_MAX ((size_t)1024)         /* sizes served by the direct table */
 #define DIRECT_COUNT (DIRECT_MAX / 8 + 1)
+/* Above DIRECT_MAX classes are at least 128 bytes apart and their sizes
+ * multiples of 128: a second table serves the rest of the small sizes. */
+#define MEDIUM_STEP_SHIFT 7
+#define MEDIUM_COUNT ((SMALL_MAX >> MEDIUM_STEP_SHIFT) + 1)
 
-/* A class index is stored in a byte (class_of_slice, page), CLASS_COUNT
+/* A class index is stored in a byte (struct slice, page), CLASS_COUNT
  * itself included: it names "no class". */
 _Static_assert(CLASS_COUNT < 256, "class indices fit a byte, with one to spare");
 
 extern STRATA_INTERNAL uint32_t class_size[CLASS_COUNT];
 extern STRATA_INTERNAL uint8_t class_of_direct[DIRECT_COUNT];
+extern STRATA_INTERNAL uint8_t class_of_medium[MEDIUM_COUNT];
+/* 2^64 / class_size, rounded up; 0 for CLASS_COUNT ("no class"). */
+extern STRATA_INTERNAL uint64_t class_inverse[CLASS_COUNT + 1];
 void sizeclass_init(void);
+
+/* Whether `offset` (below 2^32) is a multiple of the class's size, with one
+ * multiplication: offset * ceil(2^64 / d) wraps below ceil(2^64 / d)
+ * exactly when d divides offset (Lemire, Kaser and Kurz, 2019). Never true
+ * for "no class". */
+static inline bool class_divides(unsigned class_index, uint32_t offset)
+{
+    uint64_t inverse = class_inverse[class_index];
+    return (uint64_t)offset * inverse < inverse;
+}
 
 static inline unsigned size_class(size_t size)
 {
     if (size <= 64) /* malloc(0) is 16 bytes, 16-aligned, as glibc's */
-        return size <= 8 ? (unsigned)(size == 0) : (unsigned)((size - 1) >> 3);
+        return size <= 16 ? 0 : (unsigned)((size - 9) >> 3);
     unsigned top = 63 - (unsigned)__builtin_clzll((unsigned long long)(size - 1));
     unsigned step_shift = top - 3;
     unsigned within = (unsigned)(((size - 1) >> step_shift) & 7);
-    return 8 + (top - 6) * 8 + within;
+    return 7 + (top - 6) * 8 + within;
+}
+
+/* size_class for a small size (at most SMALL_MAX), by table. */
+static inline unsigned small_class(size_t size)
+{
+    if (size <= DIRECT_MAX)
+        return class_of_direct[(size + 7) >> 3];
+    return class_of_medium[(size + ((size_t)1 << MEDIUM_STEP_SHIFT) - 1) >> MEDIUM_STEP_SHIFT];
 }
 
 #endif /* STRATA_SIZECLASS_H */

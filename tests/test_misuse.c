@@ -1,83 +1,134 @@
 /* test_misuse.c: each misuse runs in a child process (this program again,
  * with the case name and STRATA_CHECK set); the parent checks how the child
- * ended and that strata's report names the address. */
+ * ended and that strata's report names the address. The cases of the
+ * comparison table also run on glibc's malloc (MISUSE_GLIBC=1 in the child):
+ * the test fails when glibc stops a misuse that strata's default mode lets
+ * through, and when the README's Misuse table says otherwise than the runs. */
 #include <pthread.h>
 
 #include "check.h"
 #include "strata.h"
 
+/* The child's allocator: strata's, or glibc's (this program does not link
+ * the override, so malloc here is glibc's). Through volatile pointers, so
+ * the compiler cannot see a misuse and fold it away. */
+static void *(*volatile m_malloc)(size_t) = strata_malloc;
+static void (*volatile m_free)(void *) = strata_free;
+static void *(*volatile m_realloc)(void *, size_t) = strata_realloc;
+
 static void *free_in_thread(void *p)
 {
-    strata_free(p);
+    m_free(p);
     return NULL;
+}
+
+static void free_from_thread(void *p)
+{
+    pthread_t t;
+    pthread_create(&t, NULL, free_in_thread, p);
+    pthread_join(t, NULL);
 }
 
 static int run_case(const char *name)
 {
+    if (getenv("MISUSE_GLIBC") != NULL) {
+        m_malloc = malloc;
+        m_free = free;
+        m_realloc = realloc;
+    }
     if (strcmp(name, "double-free") == 0) {
-        char *p = strata_malloc(100);
+        char *p = m_malloc(100);
         say_address(p);
-        strata_free(p);
-        strata_free(p);
+        m_free(p);
+        m_free(p);
     } else if (strcmp(name, "double-free-later") == 0) {
-        char *p = strata_malloc(100), *q = strata_malloc(100);
+        /* Freed again behind another free, and the program goes on: the
+         * allocation that would hand the block out twice stops it. */
+        char *p = m_malloc(100), *q = m_malloc(100);
         say_address(p);
-        strata_free(p);
-        strata_free(q);
-        strata_free(p);
+        m_free(p);
+        m_free(q);
+        m_free(p);
+        for (int i = 0; i < 4; i++)
+            m_malloc(100);
     } else if (strcmp(name, "double-free-remote") == 0) {
-        char *p = strata_malloc(300);
+        char *p = m_malloc(300);
         say_address(p);
-        pthread_t t;
-        pthread_create(&t, NULL, free_in_thread, p);
-        pthread_join(t, NULL);
-        strata_free(p);
+        free_from_thread(p);
+        m_free(p);
+        for (int i = 0; i < 2000; i++) /* the owner collects its remote list */
+            m_malloc(300);
     } else if (strcmp(name, "double-free-flushed") == 0) {
         /* The block has left the bin for its page when it is freed again. */
-        char *p = strata_malloc(64);
+        char *p = m_malloc(64);
         char *others[600];
         for (int i = 0; i < 600; i++)
-            others[i] = strata_malloc(64);
+            others[i] = m_malloc(64);
         say_address(p);
-        strata_free(p);
+        m_free(p);
         for (int i = 0; i < 600; i++)
-            strata_free(others[i]);
-        strata_free(p);
+            m_free(others[i]);
+        m_free(p);
+        for (int i = 0; i < 700; i++)
+            m_malloc(64);
     } else if (strcmp(name, "double-free-remote-twice") == 0) {
         /* Another thread frees the block twice, with a free in between:
          * its owner's remote list must not become a cycle. */
-        char *p = strata_malloc(300), *q = strata_malloc(300);
+        char *p = m_malloc(300), *q = m_malloc(300);
         say_address(p);
-        pthread_t t;
-        pthread_create(&t, NULL, free_in_thread, p);
-        pthread_join(t, NULL);
-        pthread_create(&t, NULL, free_in_thread, q);
-        pthread_join(t, NULL);
-        pthread_create(&t, NULL, free_in_thread, p);
-        pthread_join(t, NULL);
+        free_from_thread(p);
+        free_from_thread(q);
+        free_from_thread(p);
         for (int i = 0; i < 2000; i++) /* the owner collects its remote list */
-            strata_malloc(300);
+            m_malloc(300);
     } else if (strcmp(name, "misaligned") == 0) {
-        char *p = strata_malloc(100);
+        char *p = m_malloc(100);
         say_address(p + 1);
-        strata_free(p + 1);
+        m_free(p + 1);
     } else if (strcmp(name, "interior") == 0) {
-        char *p = strata_malloc(100);
+        char *p = m_malloc(100);
         say_address(p + 8);
-        strata_free(p + 8);
+        m_free(p + 8);
+    } else if (strcmp(name, "interior-aligned") == 0) {
+        /* 16 bytes in: aligned as any block start, but inside a block. */
+        char *p = m_malloc(100);
+        memset(p, 'A', 100);
+        say_address(p + 16);
+        m_free(p + 16);
+        char *q = m_malloc(80);
+        memset(q, 'B', 80);
+    } else if (strcmp(name, "never-handed-out") == 0) {
+        /* A block start no allocation has returned yet, well past the
+         * first block of its page. */
+        char *p = m_malloc(16);
+        say_address(p + 16384);
+        m_free(p + 16384);
+        for (int i = 0; i < 2000; i++)
+            m_malloc(16);
+    } else if (strcmp(name, "write-after-free") == 0) {
+        /* The freed block's link is overwritten with an address of the
+         * writer's choosing; the allocations after must not return it. */
+        static char target[256];
+        char *p = m_malloc(64);
+        say_address(p);
+        m_free(p);
+        memcpy(p, &(char *){target + 64}, sizeof(char *));
+        for (int i = 0; i < 3; i++)
+            if (m_malloc(64) == target + 64)
+                printf("the forged address was returned\n");
     } else if (strcmp(name, "foreign") == 0) {
         static char not_ours[64];
         say_address(not_ours + 16);
-        strata_free(not_ours + 16);
+        m_free(not_ours + 16);
     } else if (strcmp(name, "large-double") == 0) {
-        char *p = strata_malloc(1 << 20);
+        char *p = m_malloc(1 << 20);
         say_address(p);
-        strata_free(p);
-        strata_free(p);
+        m_free(p);
+        m_free(p);
     } else if (strcmp(name, "realloc-foreign") == 0) {
         static char not_ours[64];
         say_address(not_ours);
-        strata_realloc(not_ours, 100);
+        m_realloc(not_ours, 100);
     } else if (strcmp(name, "stale-slice") == 0) {
         /* Blocks of 20000 bytes live in two-slice pages (6 a page). Free them
          * all, so the first page goes back to its segment, let a one-slice
@@ -85,14 +136,14 @@ static int run_case(const char *name)
          * pointer into its second slice (block 4, at 80000 bytes). */
         char *blocks[30];
         for (int i = 0; i < 30; i++)
-            blocks[i] = strata_malloc(20000);
+            blocks[i] = m_malloc(20000);
         char *stale = blocks[4];
         for (int i = 0; i < 30; i++)
-            strata_free(blocks[i]);
+            m_free(blocks[i]);
         for (int i = 0; i < 2000; i++)
-            strata_malloc(16);
+            m_malloc(16);
         say_address(stale);
-        strata_free(stale);
+        m_free(stale);
         printf("stale free accepted\n");
     } else if (strcmp(name, "free-many") == 0) {
         /* 100 MB of 1000-byte blocks freed in order: pages and whole segments
@@ -101,11 +152,11 @@ static int run_case(const char *name)
         enum { COUNT = 100000 };
         static char *blocks[COUNT];
         for (int i = 0; i < COUNT; i++) {
-            blocks[i] = strata_malloc(1000);
+            blocks[i] = m_malloc(1000);
             memset(blocks[i], i & 0xff, 1000);
         }
         for (int i = 0; i < COUNT; i++)
-            strata_free(blocks[i]);
+            m_free(blocks[i]);
         say_address(NULL);
     } else if (strcmp(name, "clean") == 0) {
         /* Heavy correct use: checked mode must not report anything. */
@@ -118,13 +169,13 @@ static int run_case(const char *name)
                 pthread_create(&t, NULL, free_in_thread, held[slot]);
                 pthread_join(t, NULL);
             } else {
-                strata_free(held[slot]);
+                m_free(held[slot]);
             }
             size_t r = check_random(&rng);
-            held[slot] = r % 3 ? strata_malloc(r % 3000) : strata_realloc(NULL, r % 300000);
+            held[slot] = r % 3 ? m_malloc(r % 3000) : m_realloc(NULL, r % 300000);
         }
         for (int i = 0; i < 512; i++)
-            strata_free(held[i]);
+            m_free(held[i]);
         say_address(NULL);
     } else {
         return 2;
@@ -140,64 +191,110 @@ static struct outcome spawn(const char *name, const char *check_value)
     return check_spawn(name, env);
 }
 
+/* How a child ended, in the table's words. */
+static const char *ending(const struct outcome *o, int strata)
+{
+    if (aborted(o))
+        return !strata || check_reports(o, "strata: error: ", "") ? "stops" : "aborts unreported";
+    if (WIFSIGNALED(o->status))
+        return "crashes";
+    if (strata && strstr(o->output, "strata: warning") != NULL)
+        return "warns, runs on";
+    return "runs on";
+}
+
+struct row {
+    const char *name, *what;
+    const char *report; /* what strata's report says */
+};
+
+/* The comparison table, in the README's words. */
+static const struct row table[] = {
+    {"double-free", "double free of the block freed last", "double free"},
+    {"double-free-later", "double free of an older block (`free(p); free(q); free(p)`), the program allocating on", "double free"},
+    {"double-free-flushed", "double free of a block gone back to its page, the program allocating on", "double free"},
+    {"double-free-remote", "a block freed by another thread, then by its owner, the program allocating on", "double free"},
+    {"double-free-remote-twice", "a block freed twice by another thread", "double free"},
+    {"large-double", "a large block (1 MiB) freed twice", "double free"},
+    {"misaligned", "`free(p + 1)`", "not the start of a block"},
+    {"interior", "`free(p + 8)`", "not the start of a block"},
+    {"interior-aligned", "`free(p + 16)`, inside a 100-byte block", "not the start of a block"},
+    {"never-handed-out", "`free(malloc(16) + 16384)`: a block no allocation returned", "never allocated"},
+    {"stale-slice", "a free into a page released since", "not"},
+    {"foreign", "`free` of a pointer into static memory", "did not allocate"},
+    {"realloc-foreign", "`realloc` of a pointer into static memory", "did not allocate"},
+};
+
+/* Whether the README holds this exact line. */
+static int readme_has(const char *line)
+{
+    FILE *f = fopen("README.md", "r");
+    if (f == NULL)
+        return 0;
+    char buffer[512];
+    int found = 0;
+    while (!found && fgets(buffer, sizeof buffer, f) != NULL) {
+        buffer[strcspn(buffer, "\n")] = '\0';
+        found = strcmp(buffer, line) == 0;
+    }
+    fclose(f);
+    return found;
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 2)
         return run_case(argv[1]);
 
-    struct outcome o = spawn("double-free", NULL);
-    CHECK(aborted(&o) && check_reports(&o, "strata: ", "double free"));
-    o = spawn("double-free", "1");
-    CHECK(aborted(&o) && check_reports(&o, "strata: ", "double free"));
-    o = spawn("double-free-later", "1");
-    CHECK(aborted(&o) && check_reports(&o, "strata: ", "double free"));
-    o = spawn("double-free-remote", "1");
-    CHECK(aborted(&o) && check_reports(&o, "strata: ", "double free"));
-    o = spawn("interior", "1");
-    CHECK(aborted(&o) && check_reports(&o, "strata: ", "not the start of a block"));
-    o = spawn("foreign", "1");
-    CHECK(aborted(&o) && check_reports(&o, "strata: ", "did not allocate"));
-    o = spawn("large-double", "1");
-    CHECK(aborted(&o) && check_reports(&o, "strata: ", "double free"));
-    o = spawn("stale-slice", NULL);
-    CHECK(aborted(&o) && check_reports(&o, "strata: ", "not allocated"));
-    o = spawn("realloc-foreign", NULL);
-    CHECK(aborted(&o) && check_reports(&o, "strata: ", "did not allocate"));
-
-    /* Default mode: a pointer that is not strata's is reported and ignored,
-     * which corrupts nothing. */
-    o = spawn("foreign", NULL);
-    CHECK(exited_cleanly(&o) && check_reports(&o, "strata: ", "did not allocate, ignored"));
-
-    /* Default mode stops, besides a double free of the block freed last: a
-     * block freed twice by another thread (its owner's remote list would
-     * become a cycle), a large block freed twice, a pointer that is not
-     * 8-aligned. (A double free of an older block by its owner is stopped
-     * in checked mode.) */
-    static const char *const default_stops[][2] = {
-        {"double-free-remote-twice", "double free"},
-        {"large-double", "double free"},
-        {"misaligned", "not the start of a block"},
-    };
-    for (size_t i = 0; i < sizeof default_stops / sizeof default_stops[0]; i++) {
-        o = spawn(default_stops[i][0], NULL);
-        CHECK(aborted(&o) && check_reports(&o, "strata: ", default_stops[i][1]));
-        if (!aborted(&o))
-            fprintf(stderr, "default mode let %s through: %s\n", default_stops[i][0], o.output);
+    /* Sanitizers replace glibc's malloc with their own: the glibc column is
+     * measured in the plain builds only. */
+    int with_glibc = getenv("SANITIZER") == NULL;
+    if (!with_glibc)
+        printf("glibc column not measured under a sanitizer (its malloc is the sanitizer's)\n");
+    printf("| misuse | glibc | strata | `STRATA_CHECK=1` |\n| --- | --- | --- | --- |\n");
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
+        const struct row *row = &table[i];
+        struct outcome on_strata = spawn(row->name, NULL);
+        struct outcome checked = spawn(row->name, "1");
+        const char *strata_end = ending(&on_strata, 1), *checked_end = ending(&checked, 1);
+        /* Every case is a misuse checked mode can see, and says so with
+         * the address; so does the default mode, wherever it stops. */
+        CHECK(aborted(&checked) && check_reports(&checked, "strata: error: ", row->report));
+        if (aborted(&on_strata))
+            CHECK(check_reports(&on_strata, "strata: error: ", row->report));
+        /* strata stops every one of these in the default mode too. */
+        CHECK(strcmp(strata_end, "stops") == 0);
+        if (!with_glibc)
+            continue;
+        struct outcome glibc = check_spawn(row->name, "MISUSE_GLIBC=1");
+        const char *glibc_end = ending(&glibc, 0);
+        /* What glibc stops, strata's default mode stops. */
+        if (strcmp(glibc_end, "stops") == 0)
+            CHECK(strcmp(strata_end, "stops") == 0);
+        char line[512];
+        snprintf(line, sizeof line, "| %s | %s | %s | %s |", row->what, glibc_end, strata_end,
+                 checked_end);
+        printf("%s\n", line);
+        CHECK(readme_has(line));
+        if (!readme_has(line))
+            printf("  (the README's Misuse table does not have this line)\n");
     }
-    o = spawn("double-free-flushed", "1");
-    CHECK(aborted(&o) && check_reports(&o, "strata: ", "double free"));
-    o = spawn("double-free-remote-twice", "1");
-    CHECK(aborted(&o) && check_reports(&o, "strata: ", "double free"));
-    o = spawn("misaligned", "1");
-    CHECK(aborted(&o) && check_reports(&o, "strata: ", "not the start of a block"));
 
-    /* No false alarm from checked mode on heavy correct use. */
+    /* A forged link in a freed block: never followed, in either mode. */
+    struct outcome o = spawn("write-after-free", NULL);
+    CHECK(aborted(&o) && check_reports(&o, "strata: error: ", "write after free"));
+    CHECK(strstr(o.output, "forged address was returned") == NULL);
+    o = spawn("write-after-free", "1");
+    CHECK(aborted(&o) && strstr(o.output, "forged address was returned") == NULL);
+
+    /* No false alarm on heavy correct use, in either mode. */
     o = spawn("free-many", "1");
     CHECK(exited_cleanly(&o) && strstr(o.output, "strata:") == NULL);
     o = spawn("free-many", NULL);
     CHECK(exited_cleanly(&o) && strstr(o.output, "strata:") == NULL);
     o = spawn("clean", "1");
+    CHECK(exited_cleanly(&o) && strstr(o.output, "strata:") == NULL);
+    o = spawn("clean", NULL);
     CHECK(exited_cleanly(&o) && strstr(o.output, "strata:") == NULL);
     /* A malformed option value is reported, and the default is used. */
     o = spawn("clean", "maybe");

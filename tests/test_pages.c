@@ -54,7 +54,11 @@ int main(int argc, char **argv)
     struct segment *segment = segment_of(first);
     struct page *page = page_of(segment, first);
     CHECK(atomic_load(&segment->owner) == heap->owner_word);
-    CHECK(segment->class_of_slice[slice_of(first)] == c48);
+    CHECK(segment->slices[slice_of(first)].class_index == c48);
+    /* The slice knows where its page's carving stops: past the page's
+     * carved blocks, and no further. */
+    uint32_t carved_end = segment->slices[slice_of(first)].carved_end;
+    CHECK(carved_end == (uint32_t)((uintptr_t)page->start & SEGMENT_MASK) + page->capacity * 48);
     CHECK(page->in_use && page->block_size == 48 && heap->current[c48] == page);
     /* The refill moved every carved block: one to the caller, the rest to
      * the bin, so the page's own list is empty. */
@@ -62,11 +66,22 @@ int main(int argc, char **argv)
     CHECK(bin->count == page->capacity - 1);
     CHECK_SOUND(heap_check(heap));
 
-    /* A free lands in the bin, not the page. */
+    /* A block handed out holds no free block's words. */
+    CHECK(!block_is_free(first));
+    /* A free lands in the bin, not the page, as a free block whose check
+     * word agrees with its encoded link; the link is not the plain pointer. */
     uint32_t before = bin->count;
+    struct block *second = bin->head;
     strata_free(first);
     CHECK(bin->count == before + 1 && bin->head == first);
     CHECK(page->used == page->capacity);
+    CHECK(block_is_free(first) && block_next(first) == second);
+    CHECK(((struct block *)first)->link != (uintptr_t)second);
+    /* Its link changed behind the allocator's back: no longer a free block. */
+    ((struct block *)first)->link ^= 64;
+    CHECK(!block_is_free(first));
+    ((struct block *)first)->link ^= 64;
+    CHECK(block_is_free(first));
 
     /* Overfilling the bin sends half of it back to the pages. */
     size_t n = bin->limit + 8;
@@ -99,7 +114,8 @@ int main(int argc, char **argv)
     if (full != heap->current[c48]) {
         CHECK(!full->in_use);
         CHECK((segment_of(blocks[0])->free_mask >> full_slice) & 1);
-        CHECK(segment_of(blocks[0])->class_of_slice[full_slice] == CLASS_NONE);
+        CHECK(segment_of(blocks[0])->slices[full_slice].class_index == CLASS_NONE);
+        CHECK(segment_of(blocks[0])->slices[full_slice].carved_end == 0);
     }
 
     /* Freed slices stay resident for reuse, then are purged once they have

@@ -12,8 +12,8 @@ int main(void)
     for (unsigned c = 1; c < CLASS_COUNT; c++)
         increasing &= class_size[c] > class_size[c - 1];
     CHECK(increasing);
-    CHECK(class_size[0] == 8);
-    CHECK(class_size[size_class(0)] == 16); /* malloc(0): 16-aligned, as glibc's */
+    CHECK(class_size[0] == 16); /* a free block's two words; malloc(0) 16-aligned, as glibc's */
+    CHECK(size_class(0) == 0 && size_class(1) == 0 && size_class(16) == 0 && size_class(17) == 1);
     CHECK(class_size[CLASS_COUNT - 1] == SMALL_MAX);
 
     int fits = 1, smallest = 1, waste_ok = 1, direct_ok = 1;
@@ -23,11 +23,13 @@ int main(void)
             fits = 0;
             continue;
         }
-        if (c > 0 && class_size[c - 1] >= n && n > 0) /* 0 is the exception above */
+        if (c > 0 && class_size[c - 1] >= n)
             smallest = 0;
         if (n > 64 && (double)(class_size[c] - n) / (double)n > 0.125)
             waste_ok = 0;
         if (n <= DIRECT_MAX && class_of_direct[(n + 7) >> 3] != c)
+            direct_ok = 0;
+        if (small_class(n) != c)
             direct_ok = 0;
     }
     CHECK(fits);
