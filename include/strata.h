@@ -168,6 +168,9 @@ char *strata_arena_printf(strata_arena *a, const char *format, ...)
  * its contents. p NULL is strata_arena_alloc. */
 void *strata_arena_grow(strata_arena *a, void *p, size_t n);
 
+/* A mark of what the arena holds now. When memory runs out for the stack
+ * of live marks: a mark with arena NULL and errno = ENOMEM, whose release
+ * does nothing. */
 strata_mark strata_arena_mark(strata_arena *a);
 /* Frees everything allocated after the mark. A mark that is not live
  * (released already, or from another arena) is reported on stderr and the

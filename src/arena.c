@@ -321,8 +321,10 @@ STRATA_EXPORT strata_mark strata_arena_mark(strata_arena *a)
     if (a->live_count == a->live_capacity) {
         size_t capacity = a->live_capacity ? a->live_capacity * 2 : 16;
         unsigned long *live = strata_realloc(a->live, capacity * sizeof *live);
-        if (live == NULL)
-            report_fatal("cannot grow the arena's mark stack", a);
+        if (live == NULL) { /* errno = ENOMEM; releasing this mark does nothing */
+            strata_mark none = {0};
+            return none;
+        }
         a->live = live;
         a->live_capacity = capacity;
     }
@@ -418,6 +420,8 @@ static void arena_debug_check(const strata_arena *a)
 
 STRATA_EXPORT void strata_arena_release(strata_arena *a, strata_mark mark)
 {
+    if (mark.arena == NULL && mark.serial == 0)
+        return; /* a mark that could not be taken */
     size_t i = a->live_count;
     if (mark.arena == a)
         while (i > 0 && a->live[i - 1] > mark.serial)

@@ -324,6 +324,35 @@ static void *first_calls(void *arg)
     return (void *)(intptr_t)bad;
 }
 
+/* The stack of live marks cannot grow: the mark says so, its release does
+ * nothing, and the arena works on. */
+static void test_arena_marks(void)
+{
+    strata_arena *a = strata_arena_new(0);
+    CHECK(a != NULL);
+    enum { MARKS = 40000 };
+    static strata_mark marks[MARKS];
+    faults_on(1, 1, 0, 0, 99); /* every mapping fails */
+    int failed = -1;
+    for (int i = 0; i < MARKS && failed < 0; i++) {
+        errno = 0;
+        marks[i] = strata_arena_mark(a);
+        if (marks[i].arena == NULL)
+            failed = i;
+    }
+    int failed_errno = errno;
+    faults_off();
+    CHECK(failed > 0 && failed_errno == ENOMEM);
+    if (failed > 0) {
+        strata_arena_release(a, marks[failed]); /* does nothing */
+        char *p = strata_arena_alloc(a, 100);
+        CHECK(p != NULL);
+        strata_arena_release(a, marks[0]);
+        CHECK_SOUND(arena_check(a));
+    }
+    strata_arena_destroy(a);
+}
+
 static void test_nth_failures(void)
 {
     unsigned long before = os_fault_count(OS_FAULT_MAP);
@@ -341,6 +370,7 @@ int main(void)
     test_api_under_faults();
     test_realloc_growth();
     test_arena_and_contexts();
+    test_arena_marks();
     test_threads();
     return check_finish();
 }
