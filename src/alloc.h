@@ -72,7 +72,7 @@ static inline void free_inline(void *p)
         const struct slice *slice = &segment->slices[offset >> SLICE_SHIFT];
         if (likely(owner == (uintptr_t)heap)) {
             unsigned c = slice->class_index;
-            uint32_t in_page = offset - ((uint32_t)slice->page_slice << SLICE_SHIFT);
+            uint32_t in_page = slice_page_offset(slice, offset);
             if (likely((offset < slice->carved_end) & class_divides(c, in_page))) {
                 struct bin *bin = &heap->bins[c];
                 struct block *block = p;

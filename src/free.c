@@ -11,14 +11,12 @@
 static void check_block_start(const void *p)
 {
     struct segment *segment = segment_of(p);
-    unsigned slice = slice_of(p);
-    unsigned class_index = segment->slices[slice].class_index;
-    unsigned page_slice = segment->slices[slice].page_slice;
+    const struct slice *slice = &segment->slices[slice_of(p)];
+    unsigned class_index = slice->class_index; /* not carved_end: the owner's */
     if (class_index == CLASS_NONE)
         report_fatal("free of a pointer into memory that is not allocated", p);
-    uint32_t in_page = (uint32_t)((uintptr_t)p & (SLICE_SIZE - 1)) +
-                       ((uint32_t)(slice - page_slice) << SLICE_SHIFT);
-    const struct page *page = &segment->pages[page_slice];
+    uint32_t in_page = slice_page_offset(slice, (uint32_t)((uintptr_t)p & SEGMENT_MASK));
+    const struct page *page = &segment->pages[slice->page_slice];
     if (!class_divides(class_index, in_page) || in_page >= page->reserved * page->block_size)
         report_fatal("free of a pointer that is not the start of a block", p);
 }

@@ -108,7 +108,6 @@ struct heap *heap_acquire(void)
         limit = limit < BIN_MIN_BLOCKS ? BIN_MIN_BLOCKS : limit > BIN_MAX_BLOCKS ? BIN_MAX_BLOCKS : limit;
         heap->bins[c] = (struct bin){NULL, 0, strata_options.check ? 0 : (uint32_t)limit};
     }
-    heap->bins[CLASS_NONE] = (struct bin){NULL, 0, 0};
     heap->segments = NULL;
     heap->dirty_slices = 0;
     heap->refills = 0;
@@ -310,7 +309,8 @@ static void blocks_to_pages(struct heap *heap, struct block *block, uint32_t cou
     strata_assert_cmp(count, <=, BIN_MAX_BLOCKS + 1);
     for (uint32_t i = 0; i < count; i++) {
         if (unlikely(block == NULL))
-            report_fatal("double free or write after free (a thread cache lost count)", taken[0]);
+            report_fatal("double free or write after free (a thread cache lost count)",
+                         i ? taken[i - 1] : NULL);
         struct block *next = block_next(block); /* reports a block taken twice */
         block_take(block);
         taken[i] = block;
@@ -334,9 +334,8 @@ void heap_bin_flush(struct heap *heap, struct bin *bin)
         block_set_next(block, NULL);
     else
         bin->head = NULL;
-    size_t class_index = (size_t)(bin - heap->bins);
-    long returned = class_index < CLASS_COUNT ? (long)(bin->count - keep) * (long)class_size[class_index] : 0;
     uint32_t moved = bin->count - keep;
+    long returned = (long)moved * (long)class_size[bin - heap->bins];
     bin->count = keep;
     blocks_to_pages(heap, rest, moved);
     counters_bytes_out(-returned);
@@ -355,13 +354,6 @@ static void bins_flush_all(struct heap *heap)
 }
 
 /* ---- frees from any thread ------------------------------------------------ */
-/* Whether a block start (free_slow checked it) is one the page has carved:
- * the page's owner, or anyone while no owner can carve, may ask. */
-static bool page_carved(const struct page *page, const void *p)
-{
-    return (size_t)((const char *)p - page->start) < (size_t)page->capacity * page->block_size;
-}
-
 void heap_free_block(void *p)
 {
     struct segment *segment = segment_of(p);

@@ -64,7 +64,7 @@ _Static_assert(SMALL_MAX * 4 <= (SLICES_PER_SEGMENT - 1) * SLICE_SIZE,
 /* A free block, on any list (a bin, a page's free list, a remote list):
  * its first word is the link to the next, encoded with one secret; its
  * second checks the first against the block's own address with another.
- * Only block_set_next writes them, and block_next follows a link only when
+ * Only block_set_next(_tagged) writes them, and block_next follows a link only when
  * the two agree, which a write after free (or a forged link) cannot arrange
  * without the secrets: it is reported before its pointer is used. Handing
  * a block out clears the second word (block_take), so a block freed twice
@@ -169,6 +169,13 @@ struct slice {
     uint8_t page_slice; /* the first slice of its page */
 };
 
+/* The offset in its page of a pointer at `offset` in the segment, in this
+ * slice. */
+static inline uint32_t slice_page_offset(const struct slice *slice, uint32_t offset)
+{
+    return offset - ((uint32_t)slice->page_slice << SLICE_SHIFT);
+}
+
 /* Invariants (segment_check): a slice is either in free_mask or covered by
  * exactly one in-use page, whose slices name it and its class; slice 0 is
  * the header's; dirty_mask is a subset of free_mask and aging_mask of
@@ -198,7 +205,7 @@ struct bin {
 };
 
 struct heap {
-    struct bin bins[CLASS_COUNT + 1];  /* the last is CLASS_NONE's, never room */
+    struct bin bins[CLASS_COUNT];
     struct page *current[CLASS_COUNT]; /* the page bins refill from */
     struct page *available[CLASS_COUNT]; /* pages with free blocks */
     /* Blocks freed by other threads: on a line of its own, which those
@@ -251,6 +258,13 @@ static inline unsigned slice_of(const void *p)
 static inline struct page *page_of(struct segment *segment, const void *p)
 {
     return &segment->pages[segment->slices[slice_of(p)].page_slice];
+}
+
+/* Whether a block start of the page is one it has carved: its owner, or
+ * anyone while no owner can carve, may ask. */
+static inline bool page_carved(const struct page *page, const void *p)
+{
+    return (size_t)((const char *)p - page->start) < (size_t)page->capacity * page->block_size;
 }
 
 /* The usable size of a block in a segment, 0 when its page holds no class

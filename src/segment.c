@@ -193,7 +193,7 @@ bool page_extend(struct page *page)
 
 /* A released page's slices point at the header's page slot, never in use, so
  * a stale free into them is reported even after a new page takes the first
- * slice; their class's bin has no room, so such a free leaves the inline path. */
+ * slice; with no class and nothing carved, such a free leaves the inline path. */
 static void slices_forget(struct segment *segment, unsigned first, unsigned count)
 {
     slices_name(segment, first, count, CLASS_NONE, 0);
@@ -324,12 +324,14 @@ bool abandoned_free_block(struct page *page, struct block *block)
     }
     /* The caller checked that this is a block start and not free; that it
      * was ever handed out only the page knows, and no owner changes it now. */
-    if (unlikely(!page->in_use || page->free == block ||
-                 (size_t)((char *)block - page->start) >= (size_t)page->capacity * page->block_size)) {
+    const char *misuse = NULL;
+    if (!page->in_use || page->free == block)
+        misuse = "double free";
+    else if (!page_carved(page, block))
+        misuse = "free of a block that was never allocated";
+    if (unlikely(misuse != NULL)) {
         pthread_mutex_unlock(&abandoned_lock);
-        report_fatal(page->in_use && page->free != block ? "free of a block that was never allocated"
-                                                          : "double free",
-                     block);
+        report_fatal(misuse, block);
     }
     strata_assert_cmp(page->used, >, 0);
     block_set_next(block, page->free);
