@@ -63,17 +63,16 @@ static inline void free_inline(void *p)
         struct segment *segment = segment_of(p);
         struct heap *heap = thread_heap;
         uintptr_t owner = atomic_load_explicit(&segment->owner, memory_order_relaxed);
-        /* Only the start of a block its page has carved goes on: the slice's
-         * class divides p's offset in the page, below where carving stopped.
-         * Anything else takes the slow path, which reports it; no other
-         * pointer reaches a free list. (Only the owner carves, so only the
-         * owner may read carved_end here.) */
+        /* Only the start of a block its page has carved goes on (the key of
+         * its offset is below the slice's carved key); anything else takes
+         * the slow path, which reports it, so no other pointer reaches a free
+         * list. (Only the owner carves, so only the owner reads the carved
+         * key here.) */
         uint32_t offset = (uint32_t)((uintptr_t)p & SEGMENT_MASK);
         const struct slice *slice = &segment->slices[offset >> SLICE_SHIFT];
         if (likely(owner == (uintptr_t)heap)) {
-            unsigned c = slice->class_index;
-            uint32_t in_page = slice_page_offset(slice, offset);
-            if (likely((offset < slice->carved_end) & class_divides(c, in_page))) {
+            if (likely(slice_holds_block(slice, offset))) {
+                unsigned c = slice->class_index;
                 struct bin *bin = &heap->bins[c];
                 struct block *block = p;
                 if (unlikely(block == bin->head))

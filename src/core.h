@@ -110,8 +110,8 @@ STRATA_NOINLINE void *heap_bin_refill(struct heap *heap, unsigned class_index);
 STRATA_NOINLINE void heap_bin_flush(struct heap *heap, struct bin *bin);
 /* Frees a validated block of a segment from whichever thread calls: into
  * the caller's own page, onto the owner's remote list, or into its
- * abandoned segment. */
-STRATA_NOINLINE void heap_free_block(void *p);
+ * abandoned segment. `page` is the block's (page_of). */
+STRATA_NOINLINE void heap_free_block(struct page *page, struct block *block);
 /* Returns a block to its page, in the heap that owns it. */
 void page_free_block(struct heap *heap, struct page *page, struct block *block);
 STRATA_NOINLINE void heap_collect_remote(struct heap *heap);

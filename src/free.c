@@ -8,23 +8,18 @@
 /* A pointer into a segment must be the start of a block of a page in use
  * (that it was carved, heap_free_block asks its page's owner). Reads only
  * what the page's owner does not change while one of its blocks is out. */
-static void check_block_start(const void *p)
+void free_segment_slow(void *p)
 {
     struct segment *segment = segment_of(p);
     const struct slice *slice = &segment->slices[slice_of(p)];
-    unsigned class_index = slice->class_index; /* not carved_end: the owner's */
+    unsigned class_index = slice->class_index; /* not the carved key: the owner's */
     if (class_index == CLASS_NONE)
         report_fatal("free of a pointer into memory that is not allocated", p);
     uint32_t in_page = slice_page_offset(slice, (uint32_t)((uintptr_t)p & SEGMENT_MASK));
-    const struct page *page = &segment->pages[slice->page_slice];
-    if (!class_divides(class_index, in_page) || in_page >= page->reserved * page->block_size)
+    struct page *page = &segment->pages[slice->page_slice];
+    if (block_key(slice->multiplier, in_page) >= page->reserved * class_block_key[class_index])
         report_fatal("free of a pointer that is not the start of a block", p);
-}
-
-void free_segment_slow(void *p)
-{
-    check_block_start(p);
-    heap_free_block(p);
+    heap_free_block(page, p);
 }
 
 void free_slow(void *p)

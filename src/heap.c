@@ -299,13 +299,12 @@ void *heap_bin_refill(struct heap *heap, unsigned class_index)
     return first;
 }
 
-/* Returns `count` blocks of a bin's list, from `block` on, each to its
- * page. They are taken off the list first, and taking one twice (a block
- * freed again while still in the bin loops the list) is reported before a
- * page counts any of them back. */
-static void blocks_to_pages(struct heap *heap, struct block *block, uint32_t count)
+/* Takes `count` blocks of a bin's list, from `block` on, into `taken`.
+ * Taking one twice (a block freed again while still in the bin loops the
+ * list) is reported, and so is a list that ends early or runs on, before
+ * any page counts one back. */
+static void blocks_take(struct block *block, uint32_t count, struct block **taken)
 {
-    struct block *taken[BIN_MAX_BLOCKS + 1];
     strata_assert_cmp(count, <=, BIN_MAX_BLOCKS + 1);
     for (uint32_t i = 0; i < count; i++) {
         if (unlikely(block == NULL))
@@ -318,6 +317,10 @@ static void blocks_to_pages(struct heap *heap, struct block *block, uint32_t cou
     }
     if (unlikely(block != NULL))
         report_fatal("double free or write after free (a thread cache's list runs on)", block);
+}
+
+static void blocks_to_pages(struct heap *heap, struct block **taken, uint32_t count)
+{
     for (uint32_t i = 0; i < count; i++)
         page_free_block(heap, page_of(segment_of(taken[i]), taken[i]), taken[i]);
 }
@@ -326,19 +329,22 @@ void heap_bin_flush(struct heap *heap, struct bin *bin)
 {
     strata_assert_cmp(bin->count, >, bin->limit);
     uint32_t keep = bin->limit / 2;
-    struct block *block = bin->head;
+    struct block *cut = bin->head;
     for (uint32_t i = 1; i < keep; i++)
-        block = block_next(block);
-    struct block *rest = keep ? block_next(block) : block;
+        cut = block_next(cut);
+    struct block *rest = keep ? block_next(cut) : cut;
+    uint32_t moved = bin->count - keep;
+    /* The rest is taken before the list is cut after `cut`: a loop in the
+     * list then shows in the rest, whichever blocks it goes through. */
+    struct block *taken[BIN_MAX_BLOCKS + 1];
+    blocks_take(rest, moved, taken);
     if (keep)
-        block_set_next(block, NULL);
+        block_set_next(cut, NULL);
     else
         bin->head = NULL;
-    uint32_t moved = bin->count - keep;
-    long returned = (long)moved * (long)class_size[bin - heap->bins];
     bin->count = keep;
-    blocks_to_pages(heap, rest, moved);
-    counters_bytes_out(-returned);
+    blocks_to_pages(heap, taken, moved);
+    counters_bytes_out(-(long)moved * (long)class_size[bin - heap->bins]);
 }
 
 static void bins_flush_all(struct heap *heap)
@@ -349,16 +355,16 @@ static void bins_flush_all(struct heap *heap)
         counters_bytes_out(-(long)count * (long)class_size[c]);
         heap->bins[c].head = NULL;
         heap->bins[c].count = 0;
-        blocks_to_pages(heap, block, count);
+        struct block *taken[BIN_MAX_BLOCKS + 1];
+        blocks_take(block, count, taken);
+        blocks_to_pages(heap, taken, count);
     }
 }
 
 /* ---- frees from any thread ------------------------------------------------ */
-void heap_free_block(void *p)
+void heap_free_block(struct page *page, struct block *block)
 {
-    struct segment *segment = segment_of(p);
-    struct page *page = page_of(segment, p);
-    struct block *block = p;
+    struct segment *segment = segment_of(block);
     struct heap *self = thread_heap;
     /* Free already: on a list of its owner (a bin, a page, the remote
      * list) or of an exited thread's segment. */
@@ -404,6 +410,7 @@ void heap_collect_remote(struct heap *heap)
 {
     struct block *list = atomic_exchange_explicit(&heap->remote, NULL, memory_order_acquire);
     strata_assert(list != REMOTE_CLOSED);
+    long returned = 0;
     while (list != NULL) {
         struct block *next = block_next_tagged(list, BLOCK_REMOTE);
         struct segment *segment = segment_of(list);
@@ -412,14 +419,15 @@ void heap_collect_remote(struct heap *heap)
             /* Only the owner knows how far its page is carved. */
             if (unlikely(!page_carved(page, list)))
                 report_fatal("free of a block that was never allocated", list);
-            counters_bytes_out(-(long)page->block_size);
+            returned += (long)page->block_size;
             page_free_block(heap, page, list);
         } else {
             block_take(list); /* it leaves this list to be freed again elsewhere */
-            heap_free_block(list); /* a stale push into a recycled heap */
+            heap_free_block(page, list); /* a stale push into a recycled heap */
         }
         list = next;
     }
+    counters_bytes_out(-returned);
 }
 
 /* ---- purge policy ---------------------------------------------------------- */
@@ -512,7 +520,7 @@ static void heap_abandon(struct heap *heap)
     while (late != NULL) {
         struct block *next = block_next_tagged(late, BLOCK_REMOTE);
         block_take(late);
-        heap_free_block(late);
+        heap_free_block(page_of(segment_of(late), late), late);
         late = next;
     }
     pthread_mutex_lock(&pool_lock);

@@ -157,14 +157,16 @@ struct page {
     struct page *next, *prev; /* available list of its class */
 };
 
-/* What a free needs of the slice it points into, eight slices to a line. A
+/* What a free needs of the slice it points into, four slices to a line. A
  * slice in no page has class CLASS_NONE, page slice 0 (the header's page
- * slot, never in use) and carved_end 0. */
+ * slot, never in use), multiplier 0 and carved key 0. */
 struct slice {
-    /* Offset in the segment where the page's carved blocks stop, clamped to
-     * this slice: a block start below it is one the page has handed out or
-     * holds free; at or above it, memory no block has come from yet. */
-    uint32_t carved_end;
+    uint64_t multiplier; /* its class's (sizeclass.h) */
+    /* The key of the first block the page has not carved (capacity block
+     * keys) in the slices that carving has reached, 0 in those above: a
+     * pointer whose key is below it is a block the page has handed out or
+     * holds free. Written by the page's owner only. */
+    uint32_t carved_key;
     uint8_t class_index;
     uint8_t page_slice; /* the first slice of its page */
 };
@@ -174,6 +176,13 @@ struct slice {
 static inline uint32_t slice_page_offset(const struct slice *slice, uint32_t offset)
 {
     return offset - ((uint32_t)slice->page_slice << SLICE_SHIFT);
+}
+
+/* Whether the pointer at `offset` in the segment, in this slice, is the
+ * start of a block its page has carved (asked by the page's owner). */
+static inline bool slice_holds_block(const struct slice *slice, uint32_t offset)
+{
+    return block_key(slice->multiplier, slice_page_offset(slice, offset)) < slice->carved_key;
 }
 
 /* Invariants (segment_check): a slice is either in free_mask or covered by

@@ -37,21 +37,21 @@ static void slices_name(struct segment *segment, unsigned first, unsigned count,
                         unsigned class_index, unsigned page_slice)
 {
     for (unsigned k = first; k < first + count; k++)
-        segment->slices[k] = (struct slice){.class_index = (uint8_t)class_index,
+        segment->slices[k] = (struct slice){.multiplier = class_multiplier[class_index],
+                                            .class_index = (uint8_t)class_index,
                                             .page_slice = (uint8_t)page_slice};
 }
 
-/* The page has carved its blocks from `from` to page->capacity: the slices
- * they start in learn where carving now stops. */
-static void slices_carved(struct page *page, uint32_t from)
+/* The page has carved its blocks up to page->capacity: the slices that
+ * carving has reached learn the new carved key. */
+static void slices_carved(struct page *page)
 {
     struct segment *segment = segment_of(page->start);
     uint32_t start = (uint32_t)((uintptr_t)page->start & SEGMENT_MASK);
     uint32_t end = start + page->capacity * page->block_size;
-    for (uint32_t k = (start + from * page->block_size) >> SLICE_SHIFT; k << SLICE_SHIFT < end; k++) {
-        uint32_t slice_end = (k + 1) << SLICE_SHIFT;
-        segment->slices[k].carved_end = end < slice_end ? end : slice_end;
-    }
+    uint32_t key = page->capacity * class_block_key[page->class_index];
+    for (uint32_t k = start >> SLICE_SHIFT; k << SLICE_SHIFT < end; k++)
+        segment->slices[k].carved_key = key;
 }
 
 static struct segment *segment_new(struct heap *heap)
@@ -183,9 +183,8 @@ bool page_extend(struct page *page)
         block_set_next((struct block *)p, (struct block *)(p + size));
     block_set_next((struct block *)p, page->free);
     page->free = (struct block *)first;
-    uint32_t from = page->capacity;
     page->capacity += (uint32_t)count;
-    slices_carved(page, from);
+    slices_carved(page);
     strata_assert_cmp(page->capacity, <=, page->reserved);
     strata_assert_cmp((size_t)page->capacity * page->block_size, <=, (size_t)page->slice_count * SLICE_SIZE);
     return true;
@@ -477,12 +476,13 @@ const char *segment_check(const struct segment *s, uintptr_t owner_word)
                               (const void *)s, k, s->slices[k].page_slice, s->slices[k].class_index,
                               i, page->class_index);
         size_t carved_end = (size_t)i * SLICE_SIZE + (size_t)page->capacity * page->block_size;
+        uint32_t key = page->capacity * class_block_key[page->class_index];
         for (unsigned k = i; k < i + page->slice_count; k++) {
-            size_t from = (size_t)k * SLICE_SIZE, to = from + SLICE_SIZE;
-            size_t want = carved_end <= from ? 0 : carved_end < to ? carved_end : to;
-            if (s->slices[k].carved_end != want)
-                return BROKEN("segment %p: slice %u says carving stops at %u, the page at %zu",
-                              (const void *)s, k, s->slices[k].carved_end, want);
+            uint32_t want = (size_t)k * SLICE_SIZE < carved_end ? key : 0;
+            if (s->slices[k].carved_key != want || s->slices[k].multiplier != class_multiplier[page->class_index])
+                return BROKEN("segment %p: slice %u has carved key %u, multiplier %#llx; the page wants %u",
+                              (const void *)s, k, s->slices[k].carved_key,
+                              (unsigned long long)s->slices[k].multiplier, want);
         }
         if (page->used > page->capacity || page->capacity > page->reserved)
             return BROKEN("page %p: used %u, capacity %u, reserved %u", (const void *)page,
@@ -496,7 +496,8 @@ const char *segment_check(const struct segment *s, uintptr_t owner_word)
                       (unsigned long long)~(covered | s->free_mask | 1));
     for (unsigned k = 1; k < SLICES_PER_SEGMENT; k++)
         if (((s->free_mask >> k) & 1) &&
-            (s->slices[k].page_slice != 0 || s->slices[k].class_index != CLASS_NONE || s->slices[k].carved_end != 0))
+            (s->slices[k].page_slice != 0 || s->slices[k].class_index != CLASS_NONE || s->slices[k].carved_key != 0 ||
+             s->slices[k].multiplier != 0))
             return BROKEN("segment %p: free slice %u still names page %u class %u", (const void *)s,
                           k, s->slices[k].page_slice, s->slices[k].class_index);
     if (in_use != s->pages_in_use)

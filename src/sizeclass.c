@@ -9,7 +9,8 @@
 uint32_t class_size[CLASS_COUNT];
 uint8_t class_of_direct[DIRECT_COUNT];
 uint8_t class_of_medium[MEDIUM_COUNT];
-uint64_t class_inverse[CLASS_COUNT + 1];
+uint64_t class_multiplier[CLASS_COUNT + 1];
+uint32_t class_block_key[CLASS_COUNT + 1];
 
 void sizeclass_init(void)
 {
@@ -21,8 +22,12 @@ void sizeclass_init(void)
         uint32_t base = (uint32_t)64 << doubling;
         class_size[c] = base + (within + 1) * (base / 8);
     }
-    for (unsigned c = 0; c < CLASS_COUNT; c++)
-        class_inverse[c] = UINT64_MAX / class_size[c] + 1;
+    for (unsigned c = 0; c < CLASS_COUNT; c++) {
+        uint32_t size = class_size[c];
+        bool power_of_two = (size & (size - 1)) == 0;
+        class_multiplier[c] = UINT64_MAX / size + 1 + power_of_two; /* floor(2^64 / size) + 1 */
+        class_block_key[c] = (uint32_t)(class_size[c] * class_multiplier[c]);
+    }
     for (size_t i = 0; i < DIRECT_COUNT; i++)
         class_of_direct[i] = (uint8_t)size_class(i * 8);
     for (size_t i = 0; i < MEDIUM_COUNT; i++)

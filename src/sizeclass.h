@@ -26,18 +26,23 @@ _Static_assert(CLASS_COUNT < 256, "class indices fit a byte, with one to spare")
 extern STRATA_INTERNAL uint32_t class_size[CLASS_COUNT];
 extern STRATA_INTERNAL uint8_t class_of_direct[DIRECT_COUNT];
 extern STRATA_INTERNAL uint8_t class_of_medium[MEDIUM_COUNT];
-/* 2^64 / class_size, rounded up; 0 for CLASS_COUNT ("no class"). */
-extern STRATA_INTERNAL uint64_t class_inverse[CLASS_COUNT + 1];
+/* Block keys: a multiplier per class, the smallest above 2^64 / size, and
+ * the key of one block, size * multiplier mod 2^64 (between 1 and size).
+ * The key of an offset in a page, offset * multiplier mod 2^64, is i times
+ * the block key when the offset is the start of block i, and at least the
+ * multiplier (2^47 or more) when it is not, for any offset below 2^22: so one
+ * multiplication and one compare against n block keys ask "the start of one
+ * of the first n blocks?" (after Lemire, Kaser and Kurz, 2019). No class
+ * (CLASS_COUNT) has multiplier and key 0: no offset passes. */
+extern STRATA_INTERNAL uint64_t class_multiplier[CLASS_COUNT + 1];
+extern STRATA_INTERNAL uint32_t class_block_key[CLASS_COUNT + 1];
 void sizeclass_init(void);
 
-/* Whether `offset` (below 2^32) is a multiple of the class's size, with one
- * multiplication: offset * ceil(2^64 / d) wraps below ceil(2^64 / d)
- * exactly when d divides offset (Lemire, Kaser and Kurz, 2019). Never true
- * for "no class". */
-static inline bool class_divides(unsigned class_index, uint32_t offset)
+/* The key of `offset` (below 2^22, the segment's size) under a class's
+ * multiplier. */
+static inline uint64_t block_key(uint64_t multiplier, uint32_t offset)
 {
-    uint64_t inverse = class_inverse[class_index];
-    return (uint64_t)offset * inverse < inverse;
+    return (uint64_t)offset * multiplier;
 }
 
 static inline unsigned size_class(size_t size)

@@ -3,7 +3,8 @@
  * rejoins its class's list when a block returns, an empty page returns its
  * slices to the segment, the segment map tells strata pointers from others,
  * dirty slices are purged past the heap's limit, and remote frees wait for
- * the owner. heap_check() validates every invariant after each step. */
+ * the owner; a bin whose list loops where a flush cuts it is reported.
+ * heap_check() validates every invariant after each step. */
 #include <pthread.h>
 #include <time.h>
 
@@ -37,10 +38,47 @@ static int corrupt_current_page(void)
     return 0; /* not reached in the debug build */
 }
 
+/* free(x), k other frees, free(x) again: the bin's list becomes a loop
+ * through x. With the bin holding limit/2 - 1 blocks first and k =
+ * limit - limit/2, the last free overfills the bin and the flush's cut
+ * falls inside the loop, so the part it sends to the pages is exactly as
+ * long as the count says. The flush must see the loop anyway: nothing may
+ * be both kept in the bin and given back to its page. */
+static int loop_at_flush(void)
+{
+    unsigned c48 = size_class(48);
+    (void)strata_malloc(48); /* a heap, a page and a refilled bin */
+    struct bin *bin = &thread_heap->bins[c48];
+    uint32_t limit = bin->limit;
+    uint32_t k = limit - limit / 2;
+    void *x = strata_malloc(48), *others[BIN_MAX_BLOCKS];
+    for (uint32_t i = 0; i < k; i++)
+        others[i] = strata_malloc(48);
+    void *held[BIN_MAX_BLOCKS];
+    for (uint32_t i = 0; i < limit / 2 - 1; i++)
+        held[i] = strata_malloc(48);
+    while (bin->count > 0) /* empty the bin; no refill until the next call */
+        (void)strata_malloc(48);
+    for (uint32_t i = 0; i < limit / 2 - 1; i++)
+        strata_free(held[i]);
+    say_address(x);
+    strata_free(x);
+    for (uint32_t i = 0; i < k; i++)
+        strata_free(others[i]);
+    strata_free(x); /* the bin overflows here */
+    /* Not reached when the flush reports. Else x is in the bin and on
+     * its page: the heap says so. */
+    const char *broken = heap_check(thread_heap);
+    printf("flush passed; heap_check: %s\n", broken ? broken : "sound");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "corrupt-page") == 0)
         return corrupt_current_page();
+    if (argc > 1 && strcmp(argv[1], "loop-at-flush") == 0)
+        return loop_at_flush();
     void *first = strata_malloc(48);
     CHECK(first != NULL && is_segment_pointer(first));
     int local;
@@ -55,10 +93,16 @@ int main(int argc, char **argv)
     struct page *page = page_of(segment, first);
     CHECK(atomic_load(&segment->owner) == heap->owner_word);
     CHECK(segment->slices[slice_of(first)].class_index == c48);
-    /* The slice knows where its page's carving stops: past the page's
-     * carved blocks, and no further. */
-    uint32_t carved_end = segment->slices[slice_of(first)].carved_end;
-    CHECK(carved_end == (uint32_t)((uintptr_t)page->start & SEGMENT_MASK) + page->capacity * 48);
+    /* The slice knows where its page's carving stops: its carved key takes
+     * the page's carved blocks' starts, and nothing else. */
+    const struct slice *slice = &segment->slices[slice_of(first)];
+    CHECK(slice->carved_key == page->capacity * class_block_key[c48]);
+    uint32_t page_offset = (uint32_t)((uintptr_t)page->start & SEGMENT_MASK);
+    CHECK(slice_holds_block(slice, page_offset));
+    CHECK(slice_holds_block(slice, page_offset + (page->capacity - 1) * 48));
+    CHECK(!slice_holds_block(slice, page_offset + page->capacity * 48));
+    CHECK(!slice_holds_block(slice, page_offset + 8));
+    CHECK(!slice_holds_block(slice, page_offset + 48 + 16));
     CHECK(page->in_use && page->block_size == 48 && heap->current[c48] == page);
     /* The refill moved every carved block: one to the caller, the rest to
      * the bin, so the page's own list is empty. */
@@ -115,7 +159,7 @@ int main(int argc, char **argv)
         CHECK(!full->in_use);
         CHECK((segment_of(blocks[0])->free_mask >> full_slice) & 1);
         CHECK(segment_of(blocks[0])->slices[full_slice].class_index == CLASS_NONE);
-        CHECK(segment_of(blocks[0])->slices[full_slice].carved_end == 0);
+        CHECK(segment_of(blocks[0])->slices[full_slice].carved_key == 0);
     }
 
     /* Freed slices stay resident for reuse, then are purged once they have
@@ -191,6 +235,13 @@ int main(int argc, char **argv)
     CHECK(broken != NULL && strstr(broken, "free list") != NULL);
     current->used--;
     CHECK_SOUND(heap_check(heap));
+
+    if (children_runnable()) {
+        struct outcome o = check_spawn("loop-at-flush", "");
+        CHECK(aborted(&o) && strstr(o.output, "strata: error: double free") != NULL);
+        if (!aborted(&o))
+            fprintf(stderr, "child said: %s\n", o.output);
+    }
 
     if (STRATA_DEBUG_BUILD && children_runnable()) {
         struct outcome o = check_spawn("corrupt-page", "");

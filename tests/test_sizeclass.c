@@ -60,5 +60,27 @@ int main(void)
     }
     CHECK(pages_ok);
     CHECK(size_class(SMALL_MAX) == CLASS_COUNT - 1);
+
+    /* Block keys: every offset in a segment whose key is below n block keys
+     * is the start of one of the first n blocks, and every such start has
+     * that key. Exhaustive over the offsets a page of each class can hold,
+     * and at every offset of a segment for classes of every kind. */
+    int keys_ok = 1;
+    for (unsigned c = 0; c < CLASS_COUNT; c++) {
+        uint64_t multiplier = class_multiplier[c];
+        uint32_t size = class_size[c], key = class_block_key[c];
+        if (key < 1 || key > size)
+            keys_ok = 0;
+        uint32_t limit = (uint32_t)(class_slices(c) * SLICE_SIZE);
+        if (c % 8 == 0 || c == CLASS_COUNT - 1)
+            limit = (uint32_t)SEGMENT_SIZE - 1;
+        for (uint32_t offset = 0; offset <= limit; offset++) {
+            uint64_t k = block_key(multiplier, offset);
+            if (offset % size == 0 ? k != (uint64_t)(offset / size) * key : k < ((uint64_t)1 << 47))
+                keys_ok = 0;
+        }
+    }
+    CHECK(keys_ok);
+    CHECK(class_multiplier[CLASS_COUNT] == 0 && class_block_key[CLASS_COUNT] == 0);
     return check_finish();
 }
