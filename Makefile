@@ -1,10 +1,30 @@
-# strata: build, test, bench and install. `make CC=clang` builds with clang.
+# strata: build, test, bench and install. `make help` lists the targets.
 ifeq ($(origin CC),default)
 CC := gcc
 endif
+VERSION := $(shell sed -n 's/^\#define STRATA_VERSION "\(.*\)"/\1/p' include/strata.h)
+VERSION_MAJOR := $(word 1,$(subst ., ,$(VERSION)))
+VERSION_MINOR := $(word 2,$(subst ., ,$(VERSION)))
+# While the major version is 0 each minor version is its own ABI (the
+# header's inline views may change layout): README, "Versions and ABI".
+SONAME := libstrata.so.$(VERSION_MAJOR).$(VERSION_MINOR)
+REALNAME := libstrata.so.$(VERSION)
+
 PREFIX ?= /usr/local
-BUILD ?= build
-WARN := -Wall -Wextra -Werror
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+# One build folder per compiler: `make CC=clang` builds in build-clang.
+CC_NAME := $(notdir $(firstword $(CC)))
+BUILD ?= $(if $(filter gcc cc,$(CC_NAME)),build,build-$(CC_NAME))
+# Warnings are errors in the project's own builds and CI; `make install`
+# (or WERROR=0) builds without -Werror, so a newer compiler's new warning
+# never stops a user's install.
+ifneq ($(filter install,$(MAKECMDGOALS)),)
+WERROR ?= 0
+endif
+WERROR ?= 1
+WARN := -Wall -Wextra $(if $(filter 1,$(WERROR)),-Werror)
 # Debian 12's Valgrind cannot read clang's DWARF 5 (tests/test_valgrind.sh).
 DEBUG_FORMAT := $(if $(findstring clang,$(CC)),-gdwarf-4)
 CFLAGS ?= -O2 -g $(DEBUG_FORMAT)
@@ -23,25 +43,57 @@ TEST_BIN := $(TEST_C:tests/%.c=$(BUILD)/tests/%)
 BENCH_C := $(wildcard bench/*.c)
 BENCH_BIN := $(BENCH_C:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all test test-deps test-debug fuzz test-asan test-tsan bench bench-full bench-deps install clean
+.PHONY: all help test test-deps test-debug fuzz test-asan test-tsan bench bench-full bench-deps \
+  install uninstall clean
 all: $(BUILD)/libstrata.so $(BUILD)/libstrata.a
+
+help:
+	@echo 'strata $(VERSION): make [target] [VARIABLE=value ...]'
+	@echo ''
+	@echo 'Targets:'
+	@echo '  all (default)  build $(BUILD)/libstrata.so ($(REALNAME), SONAME $(SONAME)) and $(BUILD)/libstrata.a'
+	@echo '  test           build and run the test suite; ends with "N passed, N failed"'
+	@echo '  test-deps      install the Debian packages the tests need (with sudo when not root)'
+	@echo '  test-debug     the test suite on the debug build (invariants asserted), in build-debug'
+	@echo '  test-asan      the tests under AddressSanitizer and UBSan, in build-asan'
+	@echo '  test-tsan      the threaded tests under ThreadSanitizer, in build-tsan'
+	@echo '  fuzz           the differential fuzzer at length (FUZZ_STEPS, FUZZ_SEEDS)'
+	@echo '  bench          strata beside every allocator installed (about 3 minutes on 2 cores)'
+	@echo '  bench-full     the same with more sizes and runs (about 20 minutes)'
+	@echo '  bench-deps     install the Debian packages the benchmarks compare against'
+	@echo '  install        install the libraries, header and pkg-config file (without -Werror)'
+	@echo '  uninstall      remove what install put there'
+	@echo '  clean          remove every build folder'
+	@echo ''
+	@echo 'Variables: CC ($(CC)), CFLAGS, CPPFLAGS, LDFLAGS, WERROR (1: warnings are errors),'
+	@echo '  BUILD ($(BUILD)), PREFIX ($(PREFIX)), LIBDIR ($(LIBDIR)), INCLUDEDIR ($(INCLUDEDIR)),'
+	@echo '  PKGCONFIGDIR ($(PKGCONFIGDIR)), DESTDIR (staging root for install and uninstall)'
 
 $(BUILD)/obj/%.o: src/%.c $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) $(CFLAGS) -c $< -o $@
+	$(CC) $(BASE_CFLAGS) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/libstrata.so: $(ALL_OBJ)
-	$(CC) -shared -o $@ $^ $(LIBS)
+$(BUILD)/$(REALNAME): $(ALL_OBJ)
+	$(CC) -shared -Wl,-soname,$(SONAME) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS)
 
+$(BUILD)/libstrata.so: $(BUILD)/$(REALNAME)
+	ln -sf $(REALNAME) $(BUILD)/$(SONAME)
+	ln -sf $(REALNAME) $@
+
+# The archive holds one object, linked from all of strata's: every internal
+# name is made local, so the archive defines nothing outside the strata_*
+# API and the malloc family, and any one of those pulls in all of it.
 $(BUILD)/libstrata.a: $(ALL_OBJ)
-	rm -f $@ && ar rcs $@ $^
+	$(LD) -r -o $(BUILD)/strata.o $^
+	objcopy --localize-hidden $(BUILD)/strata.o
+	rm -f $@ && ar rcs $@ $(BUILD)/strata.o
 
 # Test programs link the core objects directly (white-box access to internals);
 # the override is exercised through libstrata.so/.a by tests/run.sh.
-TEST_CFLAGS := -std=gnu11 $(WARN) -Iinclude -Isrc -D_GNU_SOURCE $(CFLAGS)
+TEST_CFLAGS := -std=gnu11 $(WARN) -Iinclude -Isrc -D_GNU_SOURCE $(CPPFLAGS) $(CFLAGS)
 $(BUILD)/tests/%: tests/%.c tests/check.h bench/common.h $(CORE_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(TEST_CFLAGS) $< $(CORE_OBJ) -o $@ $(LIBS) -ldl
+	$(CC) $(TEST_CFLAGS) $< $(CORE_OBJ) -o $@ $(LDFLAGS) $(LIBS) -ldl
 
 $(BUILD)/bench/%: bench/%.c bench/common.h
 	@mkdir -p $(dir $@)
@@ -105,11 +157,19 @@ test-deps:
 	sh tests/deps.sh
 
 install: all
-	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
-	install -m 644 include/strata.h $(DESTDIR)$(PREFIX)/include/
-	install -m 755 $(BUILD)/libstrata.so $(DESTDIR)$(PREFIX)/lib/
-	install -m 644 $(BUILD)/libstrata.a $(DESTDIR)$(PREFIX)/lib/
-	sed 's|@PREFIX@|$(PREFIX)|' strata.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/strata.pc
+	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR)
+	install -m 644 include/strata.h $(DESTDIR)$(INCLUDEDIR)/
+	install -m 755 $(BUILD)/$(REALNAME) $(DESTDIR)$(LIBDIR)/
+	ln -sf $(REALNAME) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(REALNAME) $(DESTDIR)$(LIBDIR)/libstrata.so
+	install -m 644 $(BUILD)/libstrata.a $(DESTDIR)$(LIBDIR)/
+	sed -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|' \
+	  strata.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/strata.pc
+
+uninstall:
+	rm -f $(DESTDIR)$(INCLUDEDIR)/strata.h $(DESTDIR)$(LIBDIR)/$(REALNAME) \
+	  $(DESTDIR)$(LIBDIR)/$(SONAME) $(DESTDIR)$(LIBDIR)/libstrata.so $(DESTDIR)$(LIBDIR)/libstrata.a \
+	  $(DESTDIR)$(PKGCONFIGDIR)/strata.pc
 
 clean:
-	rm -rf build build-asan build-tsan build-clang build-debug
+	rm -rf build build-*

@@ -14,8 +14,20 @@
 extern "C" {
 #endif
 
+/* The version this header belongs to: major.minor.patch, as a string and
+ * as one number (major * 10000 + minor * 100 + patch) for #if. The patch
+ * level changes for fixes; the minor version when the API grows or the
+ * layout of an inline view changes (see the SONAME in the README); the
+ * major version when a call's meaning changes. */
 #define STRATA_VERSION_MAJOR 0
-#define STRATA_VERSION_MINOR 2
+#define STRATA_VERSION_MINOR 3
+#define STRATA_VERSION_PATCH 0
+#define STRATA_VERSION "0.3.0"
+#define STRATA_VERSION_NUMBER (STRATA_VERSION_MAJOR * 10000 + STRATA_VERSION_MINOR * 100 + STRATA_VERSION_PATCH)
+
+/* The version of the library the program runs with, "major.minor.patch",
+ * which may be newer than the header it was built with. */
+const char *strata_version(void);
 
 /* The inline fast paths write through these views of the library's own
  * structures, which the library reads through its types: may_alias keeps

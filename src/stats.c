@@ -82,7 +82,7 @@ STRATA_EXPORT void strata_stats_print(FILE *out)
     struct strata_stats s;
     strata_stats_get(&s);
     fprintf(out,
-            "strata statistics\n"
+            "strata %s statistics\n"
             "  allocated      %12.1f MiB (peak %.1f MiB)\n"
             "  resident       %12.1f MiB (the whole process)\n"
             "  mapped         %12.1f MiB\n"
@@ -92,7 +92,7 @@ STRATA_EXPORT void strata_stats_print(FILE *out)
             "  live heaps     %12zu\n"
             "  abandoned segs %12zu\n"
             "  %10s %14s %8s\n",
-            mib(s.allocated), mib(s.allocated_peak), mib(s.resident), mib(s.mapped), mib(s.cached),
+            STRATA_VERSION, mib(s.allocated), mib(s.allocated_peak), mib(s.resident), mib(s.mapped), mib(s.cached),
             mib(s.purged), s.large_blocks, mib(s.large_bytes), s.live_heaps, s.abandoned_segments,
             "class", "blocks in use", "pages");
     for (size_t c = 0; c < s.classes; c++)
@@ -114,10 +114,10 @@ STRATA_EXPORT void strata_stats_json(FILE *out)
     struct strata_stats s;
     strata_stats_get(&s);
     fprintf(out,
-            "{\"allocated\": %zu, \"allocated_peak\": %zu, \"resident\": %zu, \"mapped\": %zu, "
+            "{\"version\": \"%s\", \"allocated\": %zu, \"allocated_peak\": %zu, \"resident\": %zu, \"mapped\": %zu, "
             "\"cached\": %zu, \"purged\": %zu, \"large_blocks\": %zu, \"large_bytes\": %zu, "
             "\"live_heaps\": %zu, \"abandoned_segments\": %zu, \"options\": {",
-            s.allocated, s.allocated_peak, s.resident, s.mapped, s.cached, s.purged,
+            STRATA_VERSION, s.allocated, s.allocated_peak, s.resident, s.mapped, s.cached, s.purged,
             s.large_blocks, s.large_bytes, s.live_heaps, s.abandoned_segments);
     for (size_t i = 0; i < options_count(); i++) {
         long value;
@@ -130,6 +130,11 @@ STRATA_EXPORT void strata_stats_json(FILE *out)
         fprintf(out, "%s{\"block_size\": %zu, \"blocks_in_use\": %zu, \"pages\": %zu}", c ? ", " : "",
                 s.size_class[c].block_size, s.size_class[c].blocks_in_use, s.size_class[c].pages);
     fprintf(out, "]}\n");
+}
+
+STRATA_EXPORT const char *strata_version(void)
+{
+    return STRATA_VERSION;
 }
 
 static void print_at_exit(void)

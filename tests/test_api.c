@@ -230,8 +230,36 @@ static void test_usable_size(void)
     strata_free(big);
 }
 
+/* The version: macros, string and runtime call agree, and the statistics
+ * carry it. */
+static void test_version(void)
+{
+    char expected[32];
+    snprintf(expected, sizeof expected, "%d.%d.%d", STRATA_VERSION_MAJOR, STRATA_VERSION_MINOR,
+             STRATA_VERSION_PATCH);
+    CHECK(strcmp(STRATA_VERSION, expected) == 0);
+    CHECK(strcmp(strata_version(), STRATA_VERSION) == 0);
+    CHECK(STRATA_VERSION_NUMBER == STRATA_VERSION_MAJOR * 10000 + STRATA_VERSION_MINOR * 100 +
+                                       STRATA_VERSION_PATCH);
+    char text[65536];
+    FILE *out = fmemopen(text, sizeof text, "w");
+    CHECK(out != NULL);
+    strata_stats_json(out);
+    fclose(out);
+    char field[64];
+    snprintf(field, sizeof field, "{\"version\": \"%s\", ", STRATA_VERSION);
+    CHECK(strncmp(text, field, strlen(field)) == 0);
+    out = fmemopen(text, sizeof text, "w");
+    CHECK(out != NULL);
+    strata_stats_print(out);
+    fclose(out);
+    snprintf(field, sizeof field, "strata %s statistics", STRATA_VERSION);
+    CHECK(strstr(text, field) == text);
+}
+
 int main(void)
 {
+    test_version();
     test_malloc();
     test_calloc();
     test_realloc();

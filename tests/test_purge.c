@@ -192,9 +192,9 @@ int main(int argc, char **argv)
     CHECK(field(o.output, "peak_ok=") == 1 && field(o.output, "eimval=") == 1);
     CHECK(field(o.output, "class1024=") == 10);
     CHECK(field(o.output, "back=") == 1 && field(o.output, "mapped=") == 1);
-    CHECK(strstr(o.output, "strata statistics") != NULL && strstr(o.output, "allocated") != NULL);
+    CHECK(strstr(o.output, "strata " STRATA_VERSION " statistics") != NULL && strstr(o.output, "allocated") != NULL);
     /* The JSON line parses. */
-    const char *json = strstr(o.output, "{\"allocated\"");
+    const char *json = strstr(o.output, "{\"version\"");
     int parses = 0;
     if (json != NULL) {
         FILE *p = popen("python3 -m json.tool > /dev/null", "w");
@@ -207,7 +207,7 @@ int main(int argc, char **argv)
 
     /* STRATA_SHOW_STATS prints the table at exit. */
     o = check_spawn("idle", "STRATA_SHOW_STATS=1");
-    CHECK(exited_cleanly(&o) && strstr(o.output, "strata statistics") != NULL);
+    CHECK(exited_cleanly(&o) && strstr(o.output, "strata " STRATA_VERSION " statistics") != NULL);
 
     /* Every option's malformed or out-of-range value is reported by name. */
     static const char *const bad[] = {"STRATA_PURGE_DELAY_MS=soon", "STRATA_BACKGROUND_PURGE=7",
