@@ -72,3 +72,116 @@ EXPORT void *__libc_memalign(size_t alignment, size_t size)
 }
 EXPORT void *__libc_valloc(size_t size) { return valloc(size); }
 EXPORT void *__libc_pvalloc(size_t size) { return pvalloc(size); }
+
+/* ---- glibc's malloc interface, answered by strata ------------------------
+ * Programs and monitoring tools call these; under LD_PRELOAD glibc's own
+ * would report on its unused arena. */
+#include <malloc.h>
+#include <string.h>
+
+/* 1 when memory went back to the OS (glibc's contract), 0 otherwise. */
+EXPORT int malloc_trim(size_t pad)
+{
+    (void)pad; /* strata keeps no top chunk to pad */
+    size_t purged = os_purged_bytes(), mapped = os_mapped_bytes();
+    strata_trim();
+    return os_purged_bytes() > purged || os_mapped_bytes() < mapped;
+}
+
+/* glibc's fields from strata's statistics: small blocks are the "arena",
+ * large mappings the "hblk" ones; uordblks + hblkhd is what is allocated. */
+EXPORT struct mallinfo2 mallinfo2(void)
+{
+    struct strata_stats s;
+    strata_stats_get(&s);
+    struct mallinfo2 info;
+    memset(&info, 0, sizeof info);
+    info.arena = s.mapped > s.large_bytes ? s.mapped - s.large_bytes : 0;
+    info.hblks = s.large_blocks;
+    info.hblkhd = s.large_bytes;
+    info.usmblks = s.allocated_peak;
+    info.uordblks = s.allocated - s.large_bytes;
+    info.fordblks = s.cached;
+    return info;
+}
+
+static int clamp_int(size_t value)
+{
+    return value > (size_t)INT32_MAX ? INT32_MAX : (int)value;
+}
+
+EXPORT struct mallinfo mallinfo(void)
+{
+    struct mallinfo2 wide = mallinfo2();
+    struct mallinfo info;
+    memset(&info, 0, sizeof info);
+    info.arena = clamp_int(wide.arena);
+    info.hblks = clamp_int(wide.hblks);
+    info.hblkhd = clamp_int(wide.hblkhd);
+    info.usmblks = clamp_int(wide.usmblks);
+    info.uordblks = clamp_int(wide.uordblks);
+    info.fordblks = clamp_int(wide.fordblks);
+    return info;
+}
+
+EXPORT void malloc_stats(void)
+{
+    strata_stats_print(stderr); /* glibc prints on stderr too */
+}
+
+/* glibc's XML shape: one <heap> for the small blocks, with a <size> per
+ * class in use (count: blocks in use, total: their bytes), and the large
+ * mappings as glibc's "mmap" total. */
+EXPORT int malloc_info(int options, FILE *out)
+{
+    if (options != 0 || out == NULL) {
+        errno = EINVAL;
+        return -1;
+    }
+    struct strata_stats s;
+    strata_stats_get(&s);
+    size_t small_mapped = s.mapped > s.large_bytes ? s.mapped - s.large_bytes : 0;
+    fprintf(out, "<malloc version=\"1\">\n<heap nr=\"0\">\n<sizes>\n");
+    for (size_t c = 0; c < s.classes; c++)
+        if (s.size_class[c].blocks_in_use != 0)
+            fprintf(out, "  <size from=\"%zu\" to=\"%zu\" total=\"%zu\" count=\"%zu\"/>\n",
+                    s.size_class[c].block_size, s.size_class[c].block_size,
+                    s.size_class[c].block_size * s.size_class[c].blocks_in_use,
+                    s.size_class[c].blocks_in_use);
+    fprintf(out,
+            "</sizes>\n<total type=\"fast\" count=\"0\" size=\"0\"/>\n"
+            "<total type=\"rest\" count=\"0\" size=\"%zu\"/>\n"
+            "<system type=\"current\" size=\"%zu\"/>\n<system type=\"max\" size=\"%zu\"/>\n"
+            "<aspace type=\"total\" size=\"%zu\"/>\n<aspace type=\"mprotect\" size=\"%zu\"/>\n</heap>\n"
+            "<total type=\"fast\" count=\"0\" size=\"0\"/>\n<total type=\"rest\" count=\"0\" size=\"%zu\"/>\n"
+            "<total type=\"mmap\" count=\"%zu\" size=\"%zu\"/>\n"
+            "<system type=\"current\" size=\"%zu\"/>\n<system type=\"max\" size=\"%zu\"/>\n"
+            "<aspace type=\"total\" size=\"%zu\"/>\n<aspace type=\"mprotect\" size=\"%zu\"/>\n</malloc>\n",
+            s.cached, small_mapped, small_mapped, small_mapped, small_mapped, s.cached, s.large_blocks,
+            s.large_bytes, s.mapped, s.mapped, s.mapped, s.mapped);
+    return 0;
+}
+
+/* Only what strata does anyway is accepted: its mmap threshold, fixed at
+ * STRATA_MMAP_THRESHOLD. Every other setting has no strata equivalent
+ * (strata's are STRATA_* variables read at start) and returns 0, glibc's
+ * "not done". */
+EXPORT int mallopt(int param, int value)
+{
+    return param == M_MMAP_THRESHOLD && (size_t)value == STRATA_MMAP_THRESHOLD;
+}
+
+/* C23: the size (and alignment) must be the ones the block was asked with;
+ * strata finds both from the pointer. */
+EXPORT void free_sized(void *ptr, size_t size)
+{
+    (void)size;
+    free_inline(ptr);
+}
+
+EXPORT void free_aligned_sized(void *ptr, size_t alignment, size_t size)
+{
+    (void)alignment;
+    (void)size;
+    strata_free(ptr);
+}

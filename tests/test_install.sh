@@ -37,7 +37,7 @@ readelf -d "$lib/libstrata.so.$version" | grep -q "Library soname: \[$soname\]" 
 
 # The archive defines only strata_* and the malloc family.
 stray=$(nm -g --defined-only "$lib/libstrata.a" | awk 'NF == 3 { print $3 }' \
-    | grep -Ev '^(strata_.*|malloc|free|calloc|realloc|reallocarray|posix_memalign|aligned_alloc|memalign|valloc|pvalloc|malloc_usable_size|__libc_(malloc|free|calloc|realloc|memalign|valloc|pvalloc))$')
+    | grep -Ev '^(strata_.*|malloc|free|calloc|realloc|reallocarray|posix_memalign|aligned_alloc|memalign|valloc|pvalloc|malloc_usable_size|free_sized|free_aligned_sized|malloc_trim|mallinfo2?|malloc_stats|malloc_info|mallopt|__libc_(malloc|free|calloc|realloc|memalign|valloc|pvalloc))$')
 count=$(nm -g --defined-only "$lib/libstrata.a" | awk 'NF == 3' | wc -l)
 [ -z "$stray" ] && [ "$count" -gt 20 ] && ok "libstrata.a defines $count global names, none outside the API and the malloc family" \
     || bad "libstrata.a defines stray names: $(echo $stray)"

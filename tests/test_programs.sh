@@ -47,6 +47,15 @@ if $CC -std=gnu11 -O1 -fno-builtin -Wall -Wextra -Werror -D_GNU_SOURCE -Iinclude
     && grep -q '^checks: [0-9]* passed, 0 failed' "$tmp/out"; then ok "probe linked -static with libstrata.a"
 else bad "probe linked -static with libstrata.a"; cat "$tmp/out"; fi
 
+# glibc's malloc interface (malloc_trim, mallinfo2, malloc_info, ...) is
+# strata's: linked with libstrata.so, purging put off.
+if $CC -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -Iinclude tests/programs/glibc_api.c -L"$BUILD" \
+        -Wl,-rpath,"$(cd "$BUILD" && pwd)" -lstrata -o "$tmp/glibc_api" > "$tmp/out" 2>&1 \
+    && STRATA_PURGE_DELAY_MS=100000 STRATA_BACKGROUND_PURGE=0 "$tmp/glibc_api" > "$tmp/out" 2> "$tmp/err" \
+    && grep -q '^checks: [0-9]* passed, 0 failed' "$tmp/out" && grep -q '^strata [0-9.]* statistics' "$tmp/err"; then
+    ok "glibc's malloc_trim, mallinfo2, mallinfo, malloc_info, malloc_stats, mallopt, free_sized answered by strata"
+else bad "glibc's malloc interface"; cat "$tmp/out" "$tmp/err"; fi
+
 # make install puts the libraries, header and strata.pc where pkg-config finds them.
 if make -s BUILD="$BUILD" CC="$CC" install PREFIX="$tmp/prefix" > "$tmp/out" 2>&1 \
     && PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig" $CC -std=gnu11 -Wall -Wextra -Werror tests/programs/installed.c \
