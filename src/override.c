@@ -88,6 +88,12 @@ EXPORT int malloc_trim(size_t pad)
     return os_purged_bytes() > purged || os_mapped_bytes() < mapped;
 }
 
+/* What strata holds mapped for small blocks: glibc's "arena". */
+static size_t small_mapped(const struct strata_stats *s)
+{
+    return s->mapped > s->large_bytes ? s->mapped - s->large_bytes : 0;
+}
+
 /* glibc's fields from strata's statistics: small blocks are the "arena",
  * large mappings the "hblk" ones; uordblks + hblkhd is what is allocated. */
 EXPORT struct mallinfo2 mallinfo2(void)
@@ -96,7 +102,7 @@ EXPORT struct mallinfo2 mallinfo2(void)
     strata_stats_get(&s);
     struct mallinfo2 info;
     memset(&info, 0, sizeof info);
-    info.arena = s.mapped > s.large_bytes ? s.mapped - s.large_bytes : 0;
+    info.arena = small_mapped(&s);
     info.hblks = s.large_blocks;
     info.hblkhd = s.large_bytes;
     info.usmblks = s.allocated_peak;
@@ -140,7 +146,7 @@ EXPORT int malloc_info(int options, FILE *out)
     }
     struct strata_stats s;
     strata_stats_get(&s);
-    size_t small_mapped = s.mapped > s.large_bytes ? s.mapped - s.large_bytes : 0;
+    size_t small = small_mapped(&s);
     fprintf(out, "<malloc version=\"1\">\n<heap nr=\"0\">\n<sizes>\n");
     for (size_t c = 0; c < s.classes; c++)
         if (s.size_class[c].blocks_in_use != 0)
@@ -157,7 +163,7 @@ EXPORT int malloc_info(int options, FILE *out)
             "<total type=\"mmap\" count=\"%zu\" size=\"%zu\"/>\n"
             "<system type=\"current\" size=\"%zu\"/>\n<system type=\"max\" size=\"%zu\"/>\n"
             "<aspace type=\"total\" size=\"%zu\"/>\n<aspace type=\"mprotect\" size=\"%zu\"/>\n</malloc>\n",
-            s.cached, small_mapped, small_mapped, small_mapped, small_mapped, s.cached, s.large_blocks,
+            s.cached, small, small, small, small, s.cached, s.large_blocks,
             s.large_bytes, s.mapped, s.mapped, s.mapped, s.mapped);
     return 0;
 }

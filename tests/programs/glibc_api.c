@@ -6,36 +6,12 @@
  * mallopt accepts only what strata does; free_sized frees. Prints
  * "checks: N passed, N failed". */
 #include <malloc.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <strata.h>
+
+#include "../check.h"
+#include "strata.h"
 
 void free_sized(void *ptr, size_t size);
 void free_aligned_sized(void *ptr, size_t alignment, size_t size);
-
-static int passed, failed;
-#define CHECK(cond) \
-    do { \
-        if (cond) \
-            passed++; \
-        else { \
-            failed++; \
-            printf("%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-        } \
-    } while (0)
-
-static size_t resident_bytes(void)
-{
-    FILE *f = fopen("/proc/self/statm", "r");
-    size_t pages = 0, resident = 0;
-    if (f != NULL) {
-        if (fscanf(f, "%zu %zu", &pages, &resident) != 2)
-            resident = 0;
-        fclose(f);
-    }
-    return resident * 4096;
-}
 
 #define BURST 4096
 
@@ -92,6 +68,5 @@ int main(void)
 
     fflush(stdout);
     malloc_stats(); /* on stderr: the caller checks it */
-    printf("checks: %d passed, %d failed\n", passed, failed);
-    return failed != 0;
+    return check_finish();
 }
