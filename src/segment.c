@@ -54,6 +54,27 @@ static void slices_carved(struct page *page)
         segment->slices[k].carved_key = key;
 }
 
+/* A segment list (a heap's, or the abandoned one), doubly linked. */
+static void segment_push(struct segment **head, struct segment *segment)
+{
+    segment->prev = NULL;
+    segment->next = *head;
+    if (*head)
+        (*head)->prev = segment;
+    *head = segment;
+}
+
+static void segment_unlink(struct segment **head, struct segment *segment)
+{
+    if (segment->prev)
+        segment->prev->next = segment->next;
+    else
+        *head = segment->next;
+    if (segment->next)
+        segment->next->prev = segment->prev;
+    segment->next = segment->prev = NULL;
+}
+
 static struct segment *segment_new(struct heap *heap)
 {
     pthread_mutex_lock(&cache_lock);
@@ -77,10 +98,7 @@ static struct segment *segment_new(struct heap *heap)
     slices_name(segment, 0, SLICES_PER_SEGMENT, CLASS_NONE, 0);
     segment->free_mask = ALL_DATA_SLICES;
     atomic_store_explicit(&segment->owner, heap->owner_word, memory_order_relaxed);
-    segment->next = heap->segments;
-    if (heap->segments)
-        heap->segments->prev = segment;
-    heap->segments = segment;
+    segment_push(&heap->segments, segment);
     map_set(segment, 1);
     return segment;
 }
@@ -198,17 +216,6 @@ static void slices_forget(struct segment *segment, unsigned first, unsigned coun
     slices_name(segment, first, count, CLASS_NONE, 0);
 }
 
-static void segment_unlink(struct segment **head, struct segment *segment)
-{
-    if (segment->prev)
-        segment->prev->next = segment->next;
-    else
-        *head = segment->next;
-    if (segment->next)
-        segment->next->prev = segment->prev;
-    segment->next = segment->prev = NULL;
-}
-
 /* An empty segment leaves the map, then goes to the cache (purged, outside
  * the cache lock: a slot is reserved first) or back to the OS. */
 static void segment_release(struct segment *segment)
@@ -290,10 +297,7 @@ void heap_segments_abandon(struct heap *heap)
         } else {
             segment_purge_dirty(segment);
             pthread_mutex_lock(&abandoned_lock);
-            segment->next = abandoned_segments;
-            if (abandoned_segments)
-                abandoned_segments->prev = segment;
-            abandoned_segments = segment;
+            segment_push(&abandoned_segments, segment);
             atomic_store_explicit(&segment->owner, OWNER_ABANDONED, memory_order_release);
             pthread_mutex_unlock(&abandoned_lock);
         }
@@ -376,11 +380,7 @@ struct segment *abandoned_adopt(struct heap *heap)
     if (segment == NULL)
         return NULL;
     strata_assert(segment->dirty_mask == 0 && segment->aging_mask == 0);
-    segment->next = heap->segments;
-    segment->prev = NULL;
-    if (heap->segments)
-        heap->segments->prev = segment;
-    heap->segments = segment;
+    segment_push(&heap->segments, segment);
     return segment;
 }
 
