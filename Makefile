@@ -7,13 +7,20 @@ VERSION_MAJOR := $(word 1,$(subst ., ,$(VERSION)))
 VERSION_MINOR := $(word 2,$(subst ., ,$(VERSION)))
 # While the major version is 0 each minor version is its own ABI (the
 # header's inline views may change layout): README, "Versions and ABI".
-SONAME := libstrata.so.$(VERSION_MAJOR).$(VERSION_MINOR)
+ABI_VERSION := $(VERSION_MAJOR).$(VERSION_MINOR)
+SONAME := libstrata.so.$(ABI_VERSION)
 REALNAME := libstrata.so.$(VERSION)
+# The API-only library: strata_*, arenas and contexts, glibc's malloc untouched.
+API_SONAME := libstrata-api.so.$(ABI_VERSION)
+API_REALNAME := libstrata-api.so.$(VERSION)
 
 PREFIX ?= /usr/local
 LIBDIR ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+CMAKEDIR ?= $(LIBDIR)/cmake/strata
+BINDIR ?= $(PREFIX)/bin
+MANDIR ?= $(PREFIX)/share/man
 # One build folder per compiler: `make CC=clang` builds in build-clang.
 CC_NAME := $(notdir $(firstword $(CC)))
 BUILD ?= $(if $(filter gcc cc,$(CC_NAME)),build,build-$(CC_NAME))
@@ -35,23 +42,32 @@ LIBS := -lpthread
 
 CORE := os report options instrument sizeclass counters purge segment large heap free stats init alloc api arena context
 CORE_OBJ := $(CORE:%=$(BUILD)/obj/%.o)
-ALL_OBJ := $(CORE_OBJ) $(BUILD)/obj/override.o
+ALL_OBJ := $(CORE_OBJ) $(BUILD)/obj/override.o $(BUILD)/obj/operator_new.o
 HEADERS := include/strata.h $(wildcard src/*.h)
 
 TEST_C := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_C:tests/%.c=$(BUILD)/tests/%)
 BENCH_C := $(wildcard bench/*.c)
-BENCH_BIN := $(BENCH_C:bench/%.c=$(BUILD)/bench/%)
+# The C++ table's program, built where there is a C++ compiler (bench/run.py
+# says so where there is none); tests/test_programs.sh uses it too.
+ifeq ($(origin CXX),default)
+CXX := $(if $(findstring clang,$(CC)),clang++,g++)
+endif
+CXX_FOUND := $(shell command -v $(firstword $(CXX)) 2> /dev/null)
+BENCH_BIN := $(BENCH_C:bench/%.c=$(BUILD)/bench/%) $(if $(CXX_FOUND),$(BUILD)/bench/cxx)
 
 .PHONY: all help test test-deps test-debug fuzz test-asan test-tsan bench bench-full bench-deps \
   install uninstall clean
-all: $(BUILD)/libstrata.so $(BUILD)/libstrata.a
+LIBRARIES := $(BUILD)/libstrata.so $(BUILD)/libstrata.a $(BUILD)/libstrata-api.so $(BUILD)/libstrata-api.a
+all: $(LIBRARIES)
 
 help:
 	@echo 'strata $(VERSION): make [target] [VARIABLE=value ...]'
 	@echo ''
 	@echo 'Targets:'
-	@echo '  all (default)  build $(BUILD)/libstrata.so ($(REALNAME), SONAME $(SONAME)) and $(BUILD)/libstrata.a'
+	@echo '  all (default)  build the libraries in $(BUILD): libstrata.so ($(REALNAME), SONAME $(SONAME))'
+	@echo '                 and libstrata.a replace malloc; libstrata-api.so and libstrata-api.a are'
+	@echo '                 the strata_*, arena and context API alone, leaving glibc'"'"'s malloc in place'
 	@echo '  test           build and run the test suite; ends with "N passed, N failed"'
 	@echo '  test-deps      install the Debian packages the tests need (with sudo when not root)'
 	@echo '  test-debug     the test suite on the debug build (invariants asserted), in build-debug'
@@ -61,13 +77,15 @@ help:
 	@echo '  bench          strata beside every allocator installed (about 3 minutes on 2 cores)'
 	@echo '  bench-full     the same with more sizes and runs (about 20 minutes)'
 	@echo '  bench-deps     install the Debian packages the benchmarks compare against'
-	@echo '  install        install the libraries, header and pkg-config file (without -Werror)'
+	@echo '  install        install the libraries, header, pkg-config files and CMake package (without -Werror)'
 	@echo '  uninstall      remove what install put there'
 	@echo '  clean          remove every build folder'
 	@echo ''
-	@echo 'Variables: CC ($(CC)), CFLAGS, CPPFLAGS, LDFLAGS, WERROR (1: warnings are errors),'
+	@echo 'Variables: CC ($(CC)), CXX ($(CXX), for the C++ benchmark and test), CFLAGS, CPPFLAGS, LDFLAGS,'
+	@echo '  WERROR (1: warnings are errors),'
 	@echo '  BUILD ($(BUILD)), PREFIX ($(PREFIX)), LIBDIR ($(LIBDIR)), INCLUDEDIR ($(INCLUDEDIR)),'
-	@echo '  PKGCONFIGDIR ($(PKGCONFIGDIR)), DESTDIR (staging root for install and uninstall)'
+	@echo '  PKGCONFIGDIR ($(PKGCONFIGDIR)), CMAKEDIR ($(CMAKEDIR)), BINDIR ($(BINDIR)),'
+	@echo '  MANDIR ($(MANDIR)), DESTDIR (staging root for install and uninstall)'
 
 $(BUILD)/obj/%.o: src/%.c $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -80,13 +98,33 @@ $(BUILD)/libstrata.so: $(BUILD)/$(REALNAME)
 	ln -sf $(REALNAME) $(BUILD)/$(SONAME)
 	ln -sf $(REALNAME) $@
 
-# The archive holds one object, linked from all of strata's: every internal
-# name is made local, so the archive defines nothing outside the strata_*
-# API and the malloc family, and any one of those pulls in all of it.
-$(BUILD)/libstrata.a: $(ALL_OBJ)
-	$(LD) -r -o $(BUILD)/strata.o $^
-	objcopy --localize-hidden $(BUILD)/strata.o
-	rm -f $@ && ar rcs $@ $(BUILD)/strata.o
+$(BUILD)/$(API_REALNAME): $(CORE_OBJ)
+	$(CC) -shared -Wl,-soname,$(API_SONAME) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+$(BUILD)/libstrata-api.so: $(BUILD)/$(API_REALNAME)
+	ln -sf $(API_REALNAME) $(BUILD)/$(API_SONAME)
+	ln -sf $(API_REALNAME) $@
+
+# Each archive holds one object, linked from all of strata's: every internal
+# name is made local, so it defines nothing outside the strata_* API (and,
+# with the override, the malloc family), and any one of those pulls in all
+# of it.
+define one_object_archive
+	$(LD) -r -o $(@:.a=.o) $^
+	objcopy --localize-hidden $(@:.a=.o)
+	rm -f $@ && ar rcs $@ $(@:.a=.o)
+endef
+$(BUILD)/libstrata-override.a: $(ALL_OBJ)
+	$(one_object_archive)
+$(BUILD)/libstrata-api.a: $(CORE_OBJ)
+	$(one_object_archive)
+
+# libstrata.a is a GNU ld script, as glibc's libm.a is: it names malloc as
+# undefined, so the override is linked in even when the program itself calls
+# no malloc function (only strdup, say), and then reads the real archive from
+# its own folder.
+$(BUILD)/libstrata.a: $(BUILD)/libstrata-override.a
+	printf '/* GNU ld script: strata with its malloc override, linked in even when\n   the program names no malloc function itself. */\nEXTERN(malloc)\nINPUT(libstrata-override.a)\n' > $@
 
 # Test programs link the core objects directly (white-box access to internals);
 # the override is exercised through libstrata.so/.a by tests/run.sh.
@@ -97,7 +135,11 @@ $(BUILD)/tests/%: tests/%.c tests/check.h bench/common.h $(CORE_OBJ)
 
 $(BUILD)/bench/%: bench/%.c bench/common.h
 	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 $(WARN) -O2 -Iinclude -D_GNU_SOURCE $< -o $@ $(LIBS) -lm
+	$(CC) -std=gnu11 $(WARN) -O2 -Iinclude -D_GNU_SOURCE $(CPPFLAGS) $< -o $@ $(LDFLAGS) $(LIBS) -lm
+
+$(BUILD)/bench/cxx: bench/cxx.cc bench/common.h
+	@mkdir -p $(dir $@)
+	$(CXX) -std=c++17 $(WARN) -O2 -D_GNU_SOURCE $(CPPFLAGS) $< -o $@ $(LDFLAGS)
 
 # The arena bench links strata's core (no malloc override) and, where
 # libapr1-dev is installed, APR pools.
@@ -106,7 +148,7 @@ APR_FLAGS := $(if $(APR_FOUND),-DHAVE_APR=1 -I/usr/include/apr-1.0,-DHAVE_APR=0)
 APR_LIBS := $(if $(APR_FOUND),-lapr-1)
 $(BUILD)/bench/arena: bench/arena.c bench/common.h $(CORE_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 $(WARN) -O2 -Iinclude -D_GNU_SOURCE $(APR_FLAGS) $< $(CORE_OBJ) -o $@ $(LIBS) $(APR_LIBS) -lm
+	$(CC) -std=gnu11 $(WARN) -O2 -Iinclude -D_GNU_SOURCE $(CPPFLAGS) $(APR_FLAGS) $< $(CORE_OBJ) -o $@ $(LDFLAGS) $(LIBS) $(APR_LIBS) -lm
 
 # The context bench likewise, with libtalloc where libtalloc-dev is installed.
 TALLOC_FOUND := $(shell test -f /usr/include/talloc.h && echo 1)
@@ -114,10 +156,10 @@ TALLOC_FLAGS := $(if $(TALLOC_FOUND),-DHAVE_TALLOC=1,-DHAVE_TALLOC=0)
 TALLOC_LIBS := $(if $(TALLOC_FOUND),-ltalloc)
 $(BUILD)/bench/context: bench/context.c bench/common.h $(CORE_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 $(WARN) -O2 -Iinclude -D_GNU_SOURCE $(TALLOC_FLAGS) $< $(CORE_OBJ) -o $@ $(LIBS) $(TALLOC_LIBS) -lm
+	$(CC) -std=gnu11 $(WARN) -O2 -Iinclude -D_GNU_SOURCE $(CPPFLAGS) $(TALLOC_FLAGS) $< $(CORE_OBJ) -o $@ $(LDFLAGS) $(LIBS) $(TALLOC_LIBS) -lm
 
 test: all $(TEST_BIN) $(BENCH_BIN)
-	BUILD=$(BUILD) CC=$(CC) sh tests/run.sh
+	BUILD=$(BUILD) CC=$(CC) CXX=$(CXX) sh tests/run.sh
 
 # The debug build: strata_assert guards the invariants and the checkers run
 # at their checkpoints (page refill and release, thread exit, segment
@@ -156,20 +198,45 @@ bench-deps:
 test-deps:
 	sh tests/deps.sh
 
-install: all
-	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR)
+# Substitutes the install paths into the pkg-config and CMake files. The
+# CMake package names its folders relative to itself, so a staged or moved
+# tree still finds them.
+define configure_file
+	sed -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|g' \
+	  -e 's|@VERSION_MAJOR@|$(VERSION_MAJOR)|g' -e 's|@VERSION_MINOR@|$(VERSION_MINOR)|g' \
+	  -e 's|@ABI_VERSION@|$(ABI_VERSION)|g' \
+	  -e "s|@CMAKE_TO_LIBDIR@|$$(realpath -m --relative-to=$(CMAKEDIR) $(LIBDIR))|" \
+	  -e "s|@CMAKE_TO_INCLUDEDIR@|$$(realpath -m --relative-to=$(CMAKEDIR) $(INCLUDEDIR))|" $< > $@
+endef
+PACKAGING := $(BUILD)/packaging/strata.pc $(BUILD)/packaging/strata-api.pc \
+  $(BUILD)/packaging/strataConfig.cmake $(BUILD)/packaging/strataConfigVersion.cmake
+# Remade at every install: the paths may differ from the last one's.
+$(PACKAGING): $(BUILD)/packaging/%: packaging/%.in FORCE
+	@mkdir -p $(dir $@)
+	$(configure_file)
+FORCE:
+
+INSTALLED := $(INCLUDEDIR)/strata.h $(LIBDIR)/$(REALNAME) $(LIBDIR)/$(SONAME) $(LIBDIR)/libstrata.so \
+  $(LIBDIR)/$(API_REALNAME) $(LIBDIR)/$(API_SONAME) $(LIBDIR)/libstrata-api.so \
+  $(LIBDIR)/libstrata.a $(LIBDIR)/libstrata-override.a $(LIBDIR)/libstrata-api.a \
+  $(PKGCONFIGDIR)/strata.pc $(PKGCONFIGDIR)/strata-api.pc \
+  $(CMAKEDIR)/strataConfig.cmake $(CMAKEDIR)/strataConfigVersion.cmake
+install: all $(PACKAGING)
+	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(CMAKEDIR)
 	install -m 644 include/strata.h $(DESTDIR)$(INCLUDEDIR)/
-	install -m 755 $(BUILD)/$(REALNAME) $(DESTDIR)$(LIBDIR)/
+	install -m 755 $(BUILD)/$(REALNAME) $(BUILD)/$(API_REALNAME) $(DESTDIR)$(LIBDIR)/
 	ln -sf $(REALNAME) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(REALNAME) $(DESTDIR)$(LIBDIR)/libstrata.so
-	install -m 644 $(BUILD)/libstrata.a $(DESTDIR)$(LIBDIR)/
-	sed -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|' \
-	  strata.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/strata.pc
+	ln -sf $(API_REALNAME) $(DESTDIR)$(LIBDIR)/$(API_SONAME)
+	ln -sf $(API_REALNAME) $(DESTDIR)$(LIBDIR)/libstrata-api.so
+	install -m 644 $(BUILD)/libstrata.a $(BUILD)/libstrata-override.a $(BUILD)/libstrata-api.a $(DESTDIR)$(LIBDIR)/
+	install -m 644 $(BUILD)/packaging/strata.pc $(BUILD)/packaging/strata-api.pc $(DESTDIR)$(PKGCONFIGDIR)/
+	install -m 644 $(BUILD)/packaging/strataConfig.cmake $(BUILD)/packaging/strataConfigVersion.cmake \
+	  $(DESTDIR)$(CMAKEDIR)/
 
 uninstall:
-	rm -f $(DESTDIR)$(INCLUDEDIR)/strata.h $(DESTDIR)$(LIBDIR)/$(REALNAME) \
-	  $(DESTDIR)$(LIBDIR)/$(SONAME) $(DESTDIR)$(LIBDIR)/libstrata.so $(DESTDIR)$(LIBDIR)/libstrata.a \
-	  $(DESTDIR)$(PKGCONFIGDIR)/strata.pc
+	rm -f $(INSTALLED:%=$(DESTDIR)%)
+	-rmdir $(DESTDIR)$(CMAKEDIR) 2>/dev/null
 
 clean:
 	rm -rf build build-*

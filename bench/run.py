@@ -21,19 +21,19 @@ SIZES = {
                   zsh=dict(string=[5000, 1], array=[3000], function=[2000], search=[2000]),
                   working_mb=16,
                   arena=dict(rounds=2000, spike_mb=16, strings=[22500], string_repeats=3),
-                  context_seconds=0.05),
+                  context_seconds=0.05, cxx=dict(objects=100000, map=40000, strings=10000)),
     "default": dict(replacements=2000000, threads=[1, 2, 4, 8, 16], pairs=[1, 2, 4],
                     cross_blocks=2000000, grow=[225000, 1350000], grow_repeats=21,
                     zsh=dict(string=[60000, 1], array=[60000], function=[40000], search=[20000]),
                     working_mb=500,
                     arena=dict(rounds=50000, spike_mb=256, strings=[225000, 1350000], string_repeats=11),
-                    context_seconds=0.5),
+                    context_seconds=0.5, cxx=dict(objects=16000000, map=1000000, strings=2000000)),
     "full": dict(replacements=8000000, threads=[1, 2, 4, 8, 16], pairs=[1, 2, 4, 8],
                  cross_blocks=8000000, grow=[225000, 1350000], grow_repeats=51,
                  zsh=dict(string=[225000, 1], array=[200000], function=[100000], search=[100000]),
                  working_mb=500,
                  arena=dict(rounds=200000, spike_mb=256, strings=[225000, 1350000], string_repeats=31),
-                 context_seconds=2.0),
+                 context_seconds=2.0, cxx=dict(objects=64000000, map=4000000, strings=8000000)),
 }
 
 
@@ -145,6 +145,22 @@ class Suite:
         header = ["allocator"] + ["%.0f KB: time" % (int(c) / 1000) for c in cases] + ["peak resident MB"]
         return ("### grow (zsh's mmap string test): a string grown by realloc in 10-byte steps\n"
                 "Median milliseconds per string (lower is better; ratio = allocator / strata).\n\n%s\n"
+                % harness.markdown_table(header, table))
+
+    def cxx(self):
+        if not os.path.exists(self.program("cxx")):
+            return ("### C++: operator new and delete\nNo C++ compiler was found to build bench/cxx.cc "
+                    "(apt-get install g++): table skipped.\n")
+        rounds = self.sizes["cxx"]
+        cases = list(rounds)
+        rows = self.runs("cxx", lambda c: c, lambda c: [self.program("cxx"), "-c", c, "-n", str(rounds[c])], cases)
+        table = self.with_peak(rows, cases, self.ratio_table(rows, cases, "ms", lambda v: "%.0f ms" % v),
+                               "top_rss_mb")
+        header = ["allocator"] + ["%s (%s)" % (c, harness.human(rounds[c])) for c in cases] + \
+                 ["peak resident MB (%s)" % "/".join(cases)]
+        return ("### C++: operator new and delete\n"
+                "Small objects replaced at random; a std::map of std::string built and freed; vectors of\n"
+                "heap-allocated strings. Median milliseconds (lower is better; ratio = allocator / strata).\n\n%s\n"
                 % harness.markdown_table(header, table))
 
     def zsh(self):
@@ -336,7 +352,7 @@ class Suite:
                   "set key right top\nset arrow from 0, graph 0 to 0, graph 1 nohead dt 2\n")
 
 
-TABLES = ["threads", "crossthread", "grow", "zsh", "memtime", "arena", "context"]
+TABLES = ["threads", "crossthread", "grow", "cxx", "zsh", "memtime", "arena", "context"]
 
 
 def main():

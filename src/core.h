@@ -14,7 +14,8 @@
  *   5 stats.c                       statistics
  *   6 init.c                        start-up, fork, the purger thread
  *   7 alloc.c api.c override.c      the slow paths and the memory-limit
- *                                   policy; strata_*; the malloc family
+ *     operator_new.c                policy; strata_*; the malloc family;
+ *                                   C++'s operator new and delete
  *   8 arena.c context.c             arenas, contexts
  *
  * Lock order (a lock may be taken while holding only locks above it):

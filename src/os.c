@@ -2,6 +2,7 @@
  * port or a fault-injecting test replaces. Contract (os.h): addresses and
  * sizes given here are page multiples and non-zero; mapping functions return
  * NULL on failure and never call malloc; errno is as the caller left it. */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -285,4 +286,9 @@ void os_write_stderr(const char *text, size_t length)
 _Noreturn void os_abort(void)
 {
     abort();
+}
+
+void *os_next_symbol(const char *name)
+{
+    return dlsym(RTLD_NEXT, name);
 }

@@ -38,6 +38,10 @@ void os_populate(void *addr, size_t size);
 void *os_remap(void *addr, size_t old_size, size_t new_size);
 void os_write_stderr(const char *text, size_t length);
 _Noreturn void os_abort(void);
+/* The definition of `name` the dynamic linker finds after strata's own
+ * (libstdc++'s operator new, say); NULL when there is none, as in a fully
+ * static program. */
+void *os_next_symbol(const char *name);
 /* Fault injection, for tests: from now, the `nth` call of the kind fails
  * (0: none), and one in `one_in` at random (0: none), as the OS could fail
  * it: a map or remap returns NULL, a purge leaves the pages resident, an

@@ -1,10 +1,12 @@
 #!/bin/sh
 # tests/test_install.sh: what a distribution and a user who builds against
 # strata meet. make install into a staging root with its own directories;
-# the shared library's SONAME and links; an archive with no global name
-# outside the API and the malloc family; a program with clashing names, and
-# one that only calls strdup, on strata both ways; make uninstall leaves no
-# file behind. Prints "checks: N passed, N failed".
+# both shared libraries' SONAMEs and links; archives with no global name
+# outside the API (and the malloc family, with the override); a program with
+# clashing names, and one that only calls strdup, on strata; a user's program
+# built from the staged prefix through pkg-config and through CMake's
+# find_package, shared and static, with the override and API-only; make
+# uninstall leaves no file behind. Prints "checks: N passed, N failed".
 BUILD=${BUILD:-build}
 CC=${CC:-gcc}
 pass=0
@@ -15,53 +17,140 @@ ok() { pass=$((pass + 1)); echo "ok   $1"; }
 bad() { fail=$((fail + 1)); echo "FAIL $1"; }
 
 version=$(sed -n 's/^#define STRATA_VERSION "\(.*\)"/\1/p' include/strata.h)
-soname=libstrata.so.$(echo "$version" | cut -d. -f1-2)
+abi=$(echo "$version" | cut -d. -f1-2)
 prefix=/opt/strata-test
+# A Debian multiarch LIBDIR: not the default, and where CMake looks.
+multiarch=$(gcc -print-multiarch 2> /dev/null)
+libdir=$prefix/lib/${multiarch:-x86_64-linux-gnu}
 root="$tmp/root"
-if make -s BUILD="$BUILD" CC="$CC" install DESTDIR="$root" PREFIX="$prefix" LIBDIR="$prefix/lib64" \
-        INCLUDEDIR="$prefix/inc" > "$tmp/out" 2>&1; then ok "make install DESTDIR= PREFIX= LIBDIR= INCLUDEDIR="
+dirs="PREFIX=$prefix LIBDIR=$libdir INCLUDEDIR=$prefix/inc"
+if make -s BUILD="$BUILD" CC="$CC" install DESTDIR="$root" $dirs > "$tmp/out" 2>&1; then
+    ok "make install DESTDIR= PREFIX= LIBDIR= INCLUDEDIR="
 else bad "make install"; cat "$tmp/out"; fi
-lib="$root$prefix/lib64"
-[ -f "$root$prefix/inc/strata.h" ] && [ -f "$lib/libstrata.a" ] && [ -f "$lib/pkgconfig/strata.pc" ] \
-    && ok "header in INCLUDEDIR, libraries and strata.pc in LIBDIR" || bad "installed files: $(find "$root" -type f)"
-grep -q "^libdir=$prefix/lib64\$" "$lib/pkgconfig/strata.pc" && grep -q "^Version: $version\$" "$lib/pkgconfig/strata.pc" \
-    && ok "strata.pc names LIBDIR (not the staging root) and version $version" || { bad "strata.pc"; cat "$lib/pkgconfig/strata.pc"; }
-
-# The shared library: the real file carries the full version, the SONAME
-# the ABI's, and the two links point at the real file.
-[ -f "$lib/libstrata.so.$version" ] && [ "$(readlink "$lib/$soname")" = "libstrata.so.$version" ] \
-    && [ "$(readlink "$lib/libstrata.so")" = "libstrata.so.$version" ] \
-    && ok "libstrata.so.$version, with $soname and libstrata.so linked to it" || bad "library files: $(ls -l "$lib")"
-readelf -d "$lib/libstrata.so.$version" | grep -q "Library soname: \[$soname\]" \
-    && ok "SONAME $soname" || { bad "SONAME"; readelf -d "$lib/libstrata.so.$version" | grep SONAME; }
-
-# The archive defines only strata_* and the malloc family.
-stray=$(nm -g --defined-only "$lib/libstrata.a" | awk 'NF == 3 { print $3 }' \
-    | grep -Ev '^(strata_.*|malloc|free|calloc|realloc|reallocarray|posix_memalign|aligned_alloc|memalign|valloc|pvalloc|malloc_usable_size|free_sized|free_aligned_sized|malloc_trim|mallinfo2?|malloc_stats|malloc_info|mallopt|__libc_(malloc|free|calloc|realloc|memalign|valloc|pvalloc))$')
-count=$(nm -g --defined-only "$lib/libstrata.a" | awk 'NF == 3' | wc -l)
-[ -z "$stray" ] && [ "$count" -gt 20 ] && ok "libstrata.a defines $count global names, none outside the API and the malloc family" \
-    || bad "libstrata.a defines stray names: $(echo $stray)"
-
-cflags="-std=gnu11 -Wall -Wextra -Werror -I$root$prefix/inc"
-if $CC $cflags tests/programs/clashing.c "$lib/libstrata.a" -o "$tmp/clashing" -lpthread > "$tmp/out" 2>&1 \
-    && "$tmp/clashing" > "$tmp/out" 2>&1; then ok "a program defining os_map, page_new, heap_check, thread_heap links libstrata.a and runs on strata"
-else bad "clashing names with libstrata.a"; cat "$tmp/out"; fi
-
-# A program that names no malloc function: through pkg-config's flags it is
-# on strata, linked to the shared library or to the archive.
-pcflags=$(PKG_CONFIG_PATH="$lib/pkgconfig" PKG_CONFIG_SYSROOT_DIR="$root" pkg-config --libs strata)
-static_flags=$(echo "$pcflags" | sed 's/-lstrata/-l:libstrata.a/')
-for how in shared static; do
-    if [ $how = shared ]; then flags=$pcflags; else flags="$static_flags -lpthread"; fi
-    if $CC $cflags tests/programs/strdup_only.c $flags -o "$tmp/strdup_$how" > "$tmp/out" 2>&1 \
-        && STRATA_SHOW_STATS=1 LD_LIBRARY_PATH="$lib" "$tmp/strdup_$how" > "$tmp/out" 2>&1 \
-        && grep -q "^strdup: ok" "$tmp/out" && grep -q "^strata $version statistics" "$tmp/out"; then
-        ok "a program that only calls strdup runs on strata ($how, pkg-config --libs strata)"
-    else bad "strdup only, $how: $flags"; cat "$tmp/out"; fi
+lib="$root$libdir"
+expected="inc/strata.h
+lib/$multiarch/cmake/strata/strataConfig.cmake
+lib/$multiarch/cmake/strata/strataConfigVersion.cmake
+lib/$multiarch/libstrata-api.a
+lib/$multiarch/libstrata-api.so
+lib/$multiarch/libstrata-api.so.$abi
+lib/$multiarch/libstrata-api.so.$version
+lib/$multiarch/libstrata-override.a
+lib/$multiarch/libstrata.a
+lib/$multiarch/libstrata.so
+lib/$multiarch/libstrata.so.$abi
+lib/$multiarch/libstrata.so.$version
+lib/$multiarch/pkgconfig/strata-api.pc
+lib/$multiarch/pkgconfig/strata.pc"
+found=$(cd "$root$prefix" 2> /dev/null && find . ! -type d | sed 's|^\./||' | LC_ALL=C sort)
+[ "$found" = "$(echo "$expected" | LC_ALL=C sort)" ] && ok "header in INCLUDEDIR; libraries, pkg-config files and CMake package in LIBDIR" \
+    || { bad "installed files"; echo "$found"; }
+for pc in strata strata-api; do
+    grep -q "^libdir=$libdir\$" "$lib/pkgconfig/$pc.pc" && grep -q "^Version: $version\$" "$lib/pkgconfig/$pc.pc" \
+        && ok "$pc.pc names LIBDIR (not the staging root) and version $version" || { bad "$pc.pc"; cat "$lib/pkgconfig/$pc.pc"; }
 done
 
-if make -s BUILD="$BUILD" CC="$CC" uninstall DESTDIR="$root" PREFIX="$prefix" LIBDIR="$prefix/lib64" \
-        INCLUDEDIR="$prefix/inc" > "$tmp/out" 2>&1 && [ -z "$(find "$root" ! -type d)" ]; then
+# The shared libraries: the real file carries the full version, the SONAME
+# the ABI's, and the two links point at the real file.
+for name in libstrata libstrata-api; do
+    real=$name.so.$version
+    [ -f "$lib/$real" ] && [ "$(readlink "$lib/$name.so.$abi")" = "$real" ] && [ "$(readlink "$lib/$name.so")" = "$real" ] \
+        && ok "$real, with $name.so.$abi and $name.so linked to it" || bad "library files: $(ls -l "$lib")"
+    readelf -d "$lib/$real" | grep -q "Library soname: \[$name.so.$abi\]" \
+        && ok "$real has SONAME $name.so.$abi" || { bad "$real SONAME"; readelf -d "$lib/$real" | grep SONAME; }
+done
+# The API-only library leaves malloc to the C library: it defines none of it.
+malloc_names='malloc|free|calloc|realloc|reallocarray|posix_memalign|aligned_alloc|memalign|valloc|pvalloc|malloc_usable_size|free_sized|free_aligned_sized|malloc_trim|mallinfo2?|malloc_stats|malloc_info|mallopt|__libc_(malloc|free|calloc|realloc|memalign|valloc|pvalloc)'
+defined() { nm "$@" --defined-only 2> /dev/null | awk 'NF == 3 && $2 ~ /^[TDBRVW]$/ { print $3 }'; }
+in_api=$(defined -D "$lib/libstrata-api.so.$version" | grep -Ec "^($malloc_names)\$")
+in_full=$(defined -D "$lib/libstrata.so.$version" | grep -Ec "^($malloc_names)\$")
+[ "$in_api" -eq 0 ] && [ "$in_full" -ge 20 ] \
+    && ok "libstrata.so exports the malloc family ($in_full names), libstrata-api.so none of it" \
+    || bad "malloc names exported: libstrata.so $in_full, libstrata-api.so $in_api"
+
+# The archives define only strata_* (and, with the override, the malloc
+# family); libstrata.a is the linker script that pulls the override in.
+for archive in libstrata-override libstrata-api; do
+    allowed="strata_.*"
+    # C++'s operator new and delete: _Znwm, _ZdlPv and their other forms.
+    [ $archive = libstrata-override ] && allowed="strata_.*|$malloc_names|_Zn[wa]m.*|_Zd[la]Pv.*"
+    stray=$(defined -g "$lib/$archive.a" | grep -Ev "^($allowed)\$")
+    count=$(defined -g "$lib/$archive.a" | wc -l)
+    [ -z "$stray" ] && [ "$count" -gt 20 ] && ok "$archive.a defines $count global names, none outside $allowed" \
+        || bad "$archive.a defines stray names: $(echo $stray)"
+done
+grep -q '^EXTERN(malloc)$' "$lib/libstrata.a" && grep -q '^INPUT(libstrata-override.a)$' "$lib/libstrata.a" \
+    && ok "libstrata.a is a linker script naming malloc and the override archive" || { bad "libstrata.a"; cat "$lib/libstrata.a"; }
+
+cflags="-std=gnu11 -Wall -Wextra -Werror -I$root$prefix/inc"
+for archive in libstrata libstrata-api; do
+    if $CC $cflags tests/programs/clashing.c "$lib/$archive.a" -o "$tmp/clashing" -lpthread > "$tmp/out" 2>&1 \
+        && "$tmp/clashing" > "$tmp/out" 2>&1; then ok "a program defining os_map, page_new, heap_check, thread_heap links $archive.a and runs"
+    else bad "clashing names with $archive.a"; cat "$tmp/out"; fi
+done
+
+# pkg-config, shared and static, with the override and API-only; the
+# staging root stands in for the real one.
+pc() { PKG_CONFIG_PATH="$lib/pkgconfig" PKG_CONFIG_SYSROOT_DIR="$root" pkg-config "$@"; }
+run_linked() { # how program mode flags...
+    how=$1 program=$2 mode=$3
+    shift 3
+    $CC $cflags "tests/programs/$program.c" "$@" -o "$tmp/$program" > "$tmp/out" 2>&1 \
+        && STRATA_SHOW_STATS=1 LD_LIBRARY_PATH="$lib" "$tmp/$program" $mode > "$tmp/out" 2>&1 \
+        && grep -q "^strata $version statistics" "$tmp/out" \
+        && if [ "$program" = linked ]; then grep -q "^strata $version ($mode): works" "$tmp/out"; else grep -q "^strdup: ok" "$tmp/out"; fi \
+        && ok "$how" || { bad "$how: $*"; cat "$tmp/out"; }
+}
+for package in strata strata-api; do
+    mode=override malloc="strata's"
+    [ $package = strata-api ] && mode=api malloc="glibc's"
+    shared=$(pc --cflags --libs $package)
+    static=$(pc --cflags --libs --static $package | sed "s/-l$package\\b/-l:lib$package.a/")
+    run_linked "a program built with pkg-config $package, shared: strata_* work, malloc is $malloc" linked $mode $shared
+    run_linked "a program built with pkg-config $package, static: strata_* work, malloc is $malloc" linked $mode $static
+done
+run_linked "a program that only calls strdup runs on strata (pkg-config strata, shared)" strdup_only "" $(pc --libs strata)
+run_linked "a program that only calls strdup runs on strata (pkg-config strata, static)" strdup_only "" \
+    $(pc --libs --static strata | sed 's/-lstrata\b/-l:libstrata.a/')
+run_linked "a program that only calls strdup runs on strata (plain -l:libstrata.a)" strdup_only "" -L"$lib" -l:libstrata.a -lpthread
+
+# CMake: find_package(strata CONFIG) from the staged prefix, one program per
+# imported target; --as-needed as some distributions' toolchains link.
+if ! command -v cmake > /dev/null 2>&1; then
+    bad "cmake is not installed (apt-get install cmake): the CMake package is not checked"
+else
+    cmake_configure() { # build-folder cmake-arguments...
+        folder=$1
+        shift
+        CC="$CC" cmake -S tests/cmake -B "$tmp/$folder" -DCMAKE_PREFIX_PATH="$root$prefix" \
+            -DCMAKE_C_FLAGS="-Wall -Wextra -Werror" -DCMAKE_EXE_LINKER_FLAGS=-Wl,--as-needed "$@" > "$tmp/cmake.out" 2>&1
+    }
+    if cmake_configure cmake && cmake --build "$tmp/cmake" > "$tmp/out" 2>&1; then
+        ok "a CMake project finds strata $version with find_package(strata $abi CONFIG) and builds"
+        for target in strata strata_static api api_static; do
+            mode=override malloc="strata's"
+            case $target in api*) mode=api malloc="glibc's" ;; esac
+            LD_LIBRARY_PATH="$lib" "$tmp/cmake/linked_$target" $mode > "$tmp/out" 2>&1 \
+                && grep -q "^strata $version ($mode): works" "$tmp/out" \
+                && ok "CMake target strata::$target: strata_* work, malloc is $malloc" || { bad "strata::$target"; cat "$tmp/out"; }
+        done
+        for target in strata strata_static; do
+            STRATA_SHOW_STATS=1 LD_LIBRARY_PATH="$lib" "$tmp/cmake/strdup_$target" > "$tmp/out" 2>&1 \
+                && grep -q "^strata $version statistics" "$tmp/out" \
+                && ok "CMake target strata::$target: a program that only calls strdup runs on strata, linked --as-needed" \
+                || { bad "strdup only, strata::$target"; cat "$tmp/out"; }
+        done
+    else bad "CMake project"; cat "$tmp/cmake.out" "$tmp/out"; fi
+    major=$(echo "$version" | cut -d. -f1)
+    minor=$(echo "$version" | cut -d. -f2)
+    newer=$major.$((minor + 1))
+    if cmake_configure cmake-newer -DSTRATA_WANT="$newer"; then bad "find_package(strata $newer) accepted $version"
+    elif grep -q "strataConfig.cmake, version: $version" "$tmp/cmake.out"; then
+        ok "find_package(strata $newer) turns down $version, naming it"
+    else bad "find_package(strata $newer)"; cat "$tmp/cmake.out"; fi
+fi
+
+if make -s BUILD="$BUILD" CC="$CC" uninstall DESTDIR="$root" $dirs > "$tmp/out" 2>&1 && [ -z "$(find "$root" ! -type d)" ]; then
     ok "make uninstall leaves no file"
 else bad "make uninstall left: $(find "$root" ! -type d)"; cat "$tmp/out"; fi
 

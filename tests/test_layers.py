@@ -20,7 +20,7 @@ LAYERS = [
     ("free paths", ["free"]),
     ("statistics", ["stats"]),
     ("start-up and fork", ["init"]),
-    ("API", ["alloc", "api", "override"]),
+    ("API", ["alloc", "api", "override", "operator_new"]),
     ("arenas and contexts", ["arena", "context"]),
 ]
 
@@ -37,6 +37,7 @@ INCLUDE_RULES = {
     "context.c": ["alloc.h", "report.h", "instrument.h", "platform.h",
                   "checkers.h", "strata.h"],
     "override.c": ["alloc.h", "os.h", "platform.h", "strata.h"],
+    "operator_new.c": ["alloc.h", "os.h", "report.h", "platform.h", "strata.h"],
 }
 # Headers no file in src/ may include.
 FORBIDDEN_HEADERS = ["internal.h"]

@@ -4,6 +4,7 @@
 # and statically linked. Prints "checks: N passed, N failed".
 BUILD=${BUILD:-build}
 CC=${CC:-gcc}
+case $CC in *clang*) CXX=${CXX:-clang++} ;; *) CXX=${CXX:-g++} ;; esac
 LIB=$(cd "$BUILD" && pwd)/libstrata.so
 pass=0
 fail=0
@@ -56,12 +57,21 @@ if $CC -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -Iinclude tests/programs/g
     ok "glibc's malloc_trim, mallinfo2, mallinfo, malloc_info, malloc_stats, mallopt, free_sized answered by strata"
 else bad "glibc's malloc interface"; cat "$tmp/out" "$tmp/err"; fi
 
-# make install puts the libraries, header and strata.pc where pkg-config finds them.
-if make -s BUILD="$BUILD" CC="$CC" install PREFIX="$tmp/prefix" > "$tmp/out" 2>&1 \
-    && PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig" $CC -std=gnu11 -Wall -Wextra -Werror tests/programs/installed.c \
-         $(PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig" pkg-config --cflags --libs strata) -o "$tmp/installed" \
-    && LD_LIBRARY_PATH="$tmp/prefix/lib" "$tmp/installed" > "$tmp/out" 2>&1; then ok "make install + pkg-config"
-else bad "make install + pkg-config"; cat "$tmp/out"; fi
+# C++'s operator new and delete, every form, reach strata, preloaded and
+# linked with libstrata.a; a failed one throws std::bad_alloc.
+cxxflags="-std=c++17 -fsized-deallocation -O1 -Wall -Wextra -Werror -D_GNU_SOURCE -Iinclude"
+if ! command -v "$CXX" > /dev/null 2>&1; then
+    bad "$CXX is not installed (apt-get install g++): C++'s operator new not checked"
+else
+    if $CXX $cxxflags tests/programs/cxx_new.cc -o "$tmp/cxx_new" > "$tmp/out" 2>&1 \
+        && LD_PRELOAD="$LIB" "$tmp/cxx_new" > "$tmp/out" 2>&1 \
+        && grep -q '^checks: [0-9]* passed, 0 failed' "$tmp/out"; then ok "C++ operator new and delete under LD_PRELOAD"
+    else bad "C++ operator new and delete under LD_PRELOAD"; cat "$tmp/out"; fi
+    if $CXX $cxxflags tests/programs/cxx_new.cc "$BUILD/libstrata.a" -o "$tmp/cxx_new_static" -lpthread > "$tmp/out" 2>&1 \
+        && "$tmp/cxx_new_static" > "$tmp/out" 2>&1 \
+        && grep -q '^checks: [0-9]* passed, 0 failed' "$tmp/out"; then ok "C++ operator new and delete linked with libstrata.a"
+    else bad "C++ operator new and delete linked with libstrata.a"; cat "$tmp/out"; fi
+fi
 
 same python3 python3 tests/programs/alloc_heavy.py
 same zsh zsh -f tests/programs/grow.zsh
