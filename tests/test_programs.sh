@@ -49,13 +49,21 @@ if $CC -std=gnu11 -O1 -fno-builtin -Wall -Wextra -Werror -D_GNU_SOURCE -Iinclude
 else bad "probe linked -static with libstrata.a"; cat "$tmp/out"; fi
 
 # glibc's malloc interface (malloc_trim, mallinfo2, malloc_info, ...) is
-# strata's: linked with libstrata.so, purging put off.
+# strata's: linked with libstrata.so, and preloaded; purging put off.
+glibc_api() { # how program [LD_PRELOAD value]
+    if STRATA_PURGE_DELAY_MS=100000 STRATA_BACKGROUND_PURGE=0 LD_PRELOAD="$3" "$2" > "$tmp/out" 2> "$tmp/err" \
+        && grep -q '^checks: [0-9]* passed, 0 failed' "$tmp/out" && grep -q '^strata [0-9.]* statistics' "$tmp/err"; then
+        ok "glibc's malloc_trim, mallinfo2, mallinfo, malloc_info, malloc_stats, mallopt, free_sized answered by strata ($1)"
+    else bad "glibc's malloc interface ($1)"; cat "$tmp/out" "$tmp/err"; fi
+}
 if $CC -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -Iinclude tests/programs/glibc_api.c -L"$BUILD" \
-        -Wl,-rpath,"$(cd "$BUILD" && pwd)" -lstrata -o "$tmp/glibc_api" > "$tmp/out" 2>&1 \
-    && STRATA_PURGE_DELAY_MS=100000 STRATA_BACKGROUND_PURGE=0 "$tmp/glibc_api" > "$tmp/out" 2> "$tmp/err" \
-    && grep -q '^checks: [0-9]* passed, 0 failed' "$tmp/out" && grep -q '^strata [0-9.]* statistics' "$tmp/err"; then
-    ok "glibc's malloc_trim, mallinfo2, mallinfo, malloc_info, malloc_stats, mallopt, free_sized answered by strata"
-else bad "glibc's malloc interface"; cat "$tmp/out" "$tmp/err"; fi
+        -Wl,-rpath,"$(cd "$BUILD" && pwd)" -lstrata -o "$tmp/glibc_api" > "$tmp/out" 2>&1; then
+    glibc_api "linked with libstrata.so" "$tmp/glibc_api" ""
+else bad "glibc_api.c does not build"; cat "$tmp/out"; fi
+if $CC -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -Iinclude tests/programs/glibc_api.c -o "$tmp/glibc_api_plain" \
+        > "$tmp/out" 2>&1; then
+    glibc_api "under LD_PRELOAD" "$tmp/glibc_api_plain" "$LIB"
+else bad "glibc_api.c does not build"; cat "$tmp/out"; fi
 
 # C++'s operator new and delete, every form, reach strata, preloaded and
 # linked with libstrata.a; a failed one throws std::bad_alloc.

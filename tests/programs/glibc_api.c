@@ -1,5 +1,5 @@
 /* glibc_api.c: glibc's malloc interface answered by strata. Linked with
- * libstrata.so (so strata_stats_get is at hand), run with purging put off:
+ * libstrata.so or run under LD_PRELOAD=libstrata.so, with purging put off:
  * malloc_trim(0) after a freed burst gives memory back at once and says
  * so; mallinfo2 and mallinfo agree with strata's statistics;
  * malloc_info writes glibc's XML shape; malloc_stats prints strata's table;
@@ -10,13 +10,19 @@
 #include "../check.h"
 #include "strata.h"
 
-void free_sized(void *ptr, size_t size);
-void free_aligned_sized(void *ptr, size_t alignment, size_t size);
+/* Weak: from the linked or the preloaded library (glibc 2.36 has no
+ * free_sized). */
+int strata_stats_get(struct strata_stats *stats) __attribute__((weak));
+void free_sized(void *ptr, size_t size) __attribute__((weak));
+void free_aligned_sized(void *ptr, size_t alignment, size_t size) __attribute__((weak));
 
 #define BURST 4096
 
 int main(void)
 {
+    CHECK(strata_stats_get != NULL && free_sized != NULL && free_aligned_sized != NULL);
+    if (strata_stats_get == NULL || free_sized == NULL || free_aligned_sized == NULL)
+        return check_finish(); /* not on strata at all */
     static void *blocks[BURST];
     for (int i = 0; i < BURST; i++) {
         blocks[i] = malloc(4000);
