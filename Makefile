@@ -205,8 +205,8 @@ define configure_file
 	sed -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|g' \
 	  -e 's|@VERSION_MAJOR@|$(VERSION_MAJOR)|g' -e 's|@VERSION_MINOR@|$(VERSION_MINOR)|g' \
 	  -e 's|@ABI_VERSION@|$(ABI_VERSION)|g' \
-	  -e "s|@CMAKE_TO_LIBDIR@|$$(realpath -m --relative-to=$(CMAKEDIR) $(LIBDIR))|" \
-	  -e "s|@CMAKE_TO_INCLUDEDIR@|$$(realpath -m --relative-to=$(CMAKEDIR) $(INCLUDEDIR))|" $< > $@
+	  -e "s|@CMAKE_TO_LIBDIR@|$$(realpath -m -s --relative-to=$(CMAKEDIR) $(LIBDIR))|" \
+	  -e "s|@CMAKE_TO_INCLUDEDIR@|$$(realpath -m -s --relative-to=$(CMAKEDIR) $(INCLUDEDIR))|" $< > $@
 endef
 PACKAGING := $(BUILD)/packaging/strata.pc $(BUILD)/packaging/strata-api.pc \
   $(BUILD)/packaging/strataConfig.cmake $(BUILD)/packaging/strataConfigVersion.cmake

@@ -72,13 +72,20 @@ in_full=$(defined -D "$lib/libstrata.so.$version" | grep -Ec "^($malloc_names)\$
 # family); libstrata.a is the linker script that pulls the override in.
 for archive in libstrata-override libstrata-api; do
     allowed="strata_.*"
-    # C++'s operator new and delete: _Znwm, _ZdlPv and their other forms.
-    [ $archive = libstrata-override ] && allowed="strata_.*|$malloc_names|_Zn[wa]m.*|_Zd[la]Pv.*"
+    [ $archive = libstrata-override ] && allowed="strata_.*|$malloc_names|_Z(nw|na|dl|da).*"
     stray=$(defined -g "$lib/$archive.a" | grep -Ev "^($allowed)\$")
     count=$(defined -g "$lib/$archive.a" | wc -l)
     [ -z "$stray" ] && [ "$count" -gt 20 ] && ok "$archive.a defines $count global names, none outside $allowed" \
         || bad "$archive.a defines stray names: $(echo $stray)"
 done
+# C++'s operator new and delete: exactly the forms libstdc++ defines.
+libstdcxx=$(g++ -print-file-name=libstdc++.so.6 2> /dev/null)
+cxx_forms() { grep -E '^_Z(nw|na|dl|da)' | sed 's/@.*//' | LC_ALL=C sort -u; }
+expected_forms=$(defined -D "$libstdcxx" | cxx_forms)
+archive_forms=$(defined -g "$lib/libstrata-override.a" | cxx_forms)
+[ -n "$expected_forms" ] && [ "$archive_forms" = "$expected_forms" ] \
+    && ok "libstrata-override.a defines the $(echo "$expected_forms" | wc -l) forms of operator new and delete libstdc++ defines" \
+    || { bad "operator new and delete forms"; echo "libstdc++: $expected_forms"; echo "strata: $archive_forms"; }
 grep -q '^EXTERN(malloc)$' "$lib/libstrata.a" && grep -q '^INPUT(libstrata-override.a)$' "$lib/libstrata.a" \
     && ok "libstrata.a is a linker script naming malloc and the override archive" || { bad "libstrata.a"; cat "$lib/libstrata.a"; }
 
@@ -144,10 +151,16 @@ else
     major=$(echo "$version" | cut -d. -f1)
     minor=$(echo "$version" | cut -d. -f2)
     newer=$major.$((minor + 1))
-    if cmake_configure cmake-newer -DSTRATA_WANT="$newer"; then bad "find_package(strata $newer) accepted $version"
-    elif grep -q "strataConfig.cmake, version: $version" "$tmp/cmake.out"; then
-        ok "find_package(strata $newer) turns down $version, naming it"
-    else bad "find_package(strata $newer)"; cat "$tmp/cmake.out"; fi
+    older=$major.$((minor - 1))
+    [ "$minor" -eq 0 ] && older=$((major - 1)).9
+    for want in "$newer" "$older" "$major"; do
+        if cmake_configure "cmake-$want" -DSTRATA_WANT="$want"; then bad "find_package(strata $want) accepted $version"
+        elif grep -q "strataConfig.cmake, version: $version" "$tmp/cmake.out"; then
+            ok "find_package(strata $want) turns down $version (another ABI), naming it"
+        else bad "find_package(strata $want)"; cat "$tmp/cmake.out"; fi
+    done
+    if cmake_configure cmake-range -DSTRATA_WANT="$older...$newer"; then ok "find_package(strata $older...$newer) accepts $version"
+    else bad "find_package(strata $older...$newer)"; cat "$tmp/cmake.out"; fi
 fi
 
 if make -s BUILD="$BUILD" CC="$CC" uninstall DESTDIR="$root" $dirs > "$tmp/out" 2>&1 && [ -z "$(find "$root" ! -type d)" ]; then

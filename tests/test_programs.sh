@@ -66,19 +66,36 @@ if $CC -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -Iinclude tests/programs/g
 else bad "glibc_api.c does not build"; cat "$tmp/out"; fi
 
 # C++'s operator new and delete, every form, reach strata, preloaded and
-# linked with libstrata.a; a failed one throws std::bad_alloc.
+# linked with libstrata.a (with libstdc++ shared, and linked in statically);
+# a failed one throws std::bad_alloc. A program's own replacement of the
+# basic forms is used by all the others.
 cxxflags="-std=c++17 -fsized-deallocation -O1 -Wall -Wextra -Werror -D_GNU_SOURCE -Iinclude"
+cxx_run() { # what program argument [LD_PRELOAD value]
+    if "$2" "$3" > "$tmp/out" 2>&1 && grep -q '^checks: [0-9]* passed, 0 failed' "$tmp/out"; then ok "$1"
+    else bad "$1"; cat "$tmp/out"; fi
+}
 if ! command -v "$CXX" > /dev/null 2>&1; then
     bad "$CXX is not installed (apt-get install g++): C++'s operator new not checked"
 else
-    if $CXX $cxxflags tests/programs/cxx_new.cc -o "$tmp/cxx_new" > "$tmp/out" 2>&1 \
-        && LD_PRELOAD="$LIB" "$tmp/cxx_new" > "$tmp/out" 2>&1 \
-        && grep -q '^checks: [0-9]* passed, 0 failed' "$tmp/out"; then ok "C++ operator new and delete under LD_PRELOAD"
-    else bad "C++ operator new and delete under LD_PRELOAD"; cat "$tmp/out"; fi
-    if $CXX $cxxflags tests/programs/cxx_new.cc "$BUILD/libstrata.a" -o "$tmp/cxx_new_static" -lpthread > "$tmp/out" 2>&1 \
-        && "$tmp/cxx_new_static" > "$tmp/out" 2>&1 \
-        && grep -q '^checks: [0-9]* passed, 0 failed' "$tmp/out"; then ok "C++ operator new and delete linked with libstrata.a"
-    else bad "C++ operator new and delete linked with libstrata.a"; cat "$tmp/out"; fi
+    if $CXX $cxxflags tests/programs/cxx_new.cc -o "$tmp/cxx_new" -ldl > "$tmp/out" 2>&1; then
+        LD_PRELOAD="$LIB" cxx_run "C++ operator new and delete under LD_PRELOAD" "$tmp/cxx_new" libstrata
+    else bad "cxx_new.cc does not build"; cat "$tmp/out"; fi
+    if $CXX $cxxflags tests/programs/cxx_new.cc "$BUILD/libstrata.a" -o "$tmp/cxx_new_linked" -ldl -lpthread -rdynamic \
+            > "$tmp/out" 2>&1; then
+        cxx_run "C++ operator new and delete linked with libstrata.a" "$tmp/cxx_new_linked" cxx_new_linked
+    else bad "cxx_new.cc with libstrata.a does not build"; cat "$tmp/out"; fi
+    if $CXX $cxxflags -static-libstdc++ tests/programs/cxx_new.cc "$BUILD/libstrata.a" -o "$tmp/cxx_new_own" -ldl \
+            -lpthread -rdynamic > "$tmp/out" 2>&1; then
+        cxx_run "C++ operator new and delete linked with libstrata.a and a static libstdc++ (strata throws std::bad_alloc itself)" \
+            "$tmp/cxx_new_own" cxx_new_own
+    else bad "cxx_new.cc with libstrata.a and -static-libstdc++ does not build"; cat "$tmp/out"; fi
+    if $CXX $cxxflags tests/programs/cxx_replaced.cc -o "$tmp/cxx_replaced" > "$tmp/out" 2>&1; then
+        LD_PRELOAD="$LIB" cxx_run "a program's own operator new and delete serve every form, under LD_PRELOAD" "$tmp/cxx_replaced" ""
+    else bad "cxx_replaced.cc does not build"; cat "$tmp/out"; fi
+    if $CXX $cxxflags tests/programs/cxx_replaced.cc "$BUILD/libstrata.a" -o "$tmp/cxx_replaced_linked" -lpthread \
+            > "$tmp/out" 2>&1; then
+        cxx_run "a program's own operator new and delete serve every form, linked with libstrata.a" "$tmp/cxx_replaced_linked" ""
+    else bad "cxx_replaced.cc with libstrata.a does not build"; cat "$tmp/out"; fi
 fi
 
 same python3 python3 tests/programs/alloc_heavy.py

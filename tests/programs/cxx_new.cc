@@ -1,9 +1,12 @@
 // cxx_new.cc: C++'s operator new and delete, every form, on strata: run
-// under LD_PRELOAD=libstrata.so or linked with libstrata.a. Each block must
-// be strata's (counted in its statistics), keep its alignment and contents,
-// and a failed allocation must behave as the standard says: the new-handler
-// is called, the throwing forms throw std::bad_alloc, the nothrow forms
-// return nullptr.
+// under LD_PRELOAD=libstrata.so or linked with libstrata.a (argument: where
+// the operators must be defined, "libstrata" or the program's own name).
+// Every form must resolve to strata's definition (libstdc++'s would reach
+// strata's malloc too, so the statistics alone cannot tell); each block must
+// keep its alignment and contents; a failed allocation must behave as the
+// standard says: the new-handler is called, the throwing forms throw
+// std::bad_alloc, the nothrow forms return nullptr.
+#include <dlfcn.h>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -38,11 +41,42 @@ static void give_up()
 // An allocation no allocator can satisfy (and no compiler folds away).
 static volatile size_t impossible = (size_t)1 << 62;
 
-int main()
+static bool throws(void *(*attempt)())
+{
+    try {
+        (void)attempt();
+    } catch (const std::bad_alloc &) {
+        return true;
+    }
+    return false;
+}
+
+static const char *const forms[] = {
+    "_Znwm", "_Znam", "_ZnwmRKSt9nothrow_t", "_ZnamRKSt9nothrow_t", "_ZnwmSt11align_val_t",
+    "_ZnamSt11align_val_t", "_ZnwmSt11align_val_tRKSt9nothrow_t", "_ZnamSt11align_val_tRKSt9nothrow_t",
+    "_ZdlPv", "_ZdaPv", "_ZdlPvm", "_ZdaPvm", "_ZdlPvRKSt9nothrow_t", "_ZdaPvRKSt9nothrow_t",
+    "_ZdlPvSt11align_val_t", "_ZdaPvSt11align_val_t", "_ZdlPvmSt11align_val_t", "_ZdaPvmSt11align_val_t",
+    "_ZdlPvSt11align_val_tRKSt9nothrow_t", "_ZdaPvSt11align_val_tRKSt9nothrow_t",
+};
+
+int main(int argc, char **argv)
 {
     CHECK(strata_usable_size != nullptr && strata_stats_get != nullptr);
     if (strata_usable_size == nullptr || strata_stats_get == nullptr)
         return check_finish(); // not on strata at all
+
+    // Every form is strata's, in the library or in this program.
+    const char *where = argc > 1 ? argv[1] : "libstrata";
+    for (const char *form : forms) {
+        Dl_info info;
+        void *symbol = dlsym(RTLD_DEFAULT, form);
+        bool strata = symbol != nullptr && dladdr(symbol, &info) != 0 && info.dli_fname != nullptr &&
+                      strstr(info.dli_fname, where) != nullptr;
+        if (!strata)
+            fprintf(stderr, "%s is defined in %s\n", form,
+                    symbol != nullptr && dladdr(symbol, &info) ? info.dli_fname : "nothing");
+        CHECK(strata);
+    }
 
     // Plain new, counted by strata; sized delete.
     size_t before = allocated();
@@ -52,7 +86,10 @@ int main()
     delete v;
     CHECK(allocated() <= before + 64);
 
-    // Array new and delete.
+    // Array new and delete; an array is aligned for any object that fits.
+    char *small = new char[24];
+    CHECK(((uintptr_t)small & 15) == 0);
+    delete[] small;
     char *text = new char[5000];
     CHECK(strata_usable_size(text) >= 5000);
     memset(text, 'x', 5000);
@@ -84,29 +121,17 @@ int main()
     CHECK(::operator new[](impossible, std::nothrow) == nullptr);
     CHECK(::operator new(impossible, std::align_val_t(64), std::nothrow) == nullptr);
 
+    CHECK(::operator new[](impossible, std::align_val_t(64), std::nothrow) == nullptr);
+
     // Throwing forms: std::bad_alloc, after the new-handler had its turn.
-    bool threw = false;
-    try {
-        (void)::operator new(impossible);
-    } catch (const std::bad_alloc &) {
-        threw = true;
-    }
-    CHECK(threw);
-    threw = false;
-    try {
-        (void)::operator new[](impossible, std::align_val_t(128));
-    } catch (const std::bad_alloc &) {
-        threw = true;
-    }
-    CHECK(threw);
+    CHECK(throws([]() { return ::operator new(impossible); }));
+    CHECK(throws([]() { return ::operator new[](impossible); }));
+    CHECK(throws([]() { return ::operator new(impossible, std::align_val_t(128)); }));
+    CHECK(throws([]() { return ::operator new[](impossible, std::align_val_t(128)); }));
     std::set_new_handler(give_up);
-    threw = false;
-    try {
-        (void)::operator new(impossible);
-    } catch (const std::bad_alloc &) {
-        threw = true;
-    }
-    CHECK(threw && handler_calls == 1);
+    CHECK(throws([]() { return ::operator new(impossible); }) && handler_calls == 1);
+    std::set_new_handler(give_up);
+    CHECK(::operator new(impossible, std::nothrow) == nullptr && handler_calls == 2);
 
     // Many blocks through the standard library, contents checked.
     std::vector<std::string *> strings;
