@@ -97,13 +97,19 @@ class Suite:
 
     # ---- the tables ------------------------------------------------------
     def threads(self):
+        return self.vt("threads", "pages", "one byte a page of each block written")
+
+    def threads_ends(self):
+        return self.vt("threads_ends", "ends", "only each block's two ends written, as buffers partly used are")
+
+    def vt(self, table, write, how):
         counts = self.sizes["threads"]
         strata = dict(self.allocators)["strata"]
         no_purge = ("strata, purge off", strata,
                     {"STRATA_PURGE_DELAY_MS": "3600000", "STRATA_BACKGROUND_PURGE": "0"})
-        rows = self.runs("threads", lambda t: "%d" % t,
+        rows = self.runs(table, lambda t: "%d" % t,
                          lambda t: [self.program("threads"), "-t", str(t), "-r",
-                                    str(self.sizes["replacements"])], counts, [no_purge])
+                                    str(self.sizes["replacements"]), "-w", write], counts, [no_purge])
         cases = ["%d" % t for t in counts]
         speed = harness.markdown_table(["allocator"] + ["%s thr" % c for c in cases],
                                        self.ratio_table(rows, cases, "ops_per_sec", harness.human,
@@ -113,11 +119,13 @@ class Suite:
                                                         ("top_vm_mb", "Top virtual"),
                                                         ("low_rss_mb", "Low resident"),
                                                         ("low_vm_mb", "Low virtual")])
-        self.plot_threads(rows, counts)
-        return ("### threads (the VT-malloc thread benchmark): alloc/free operations per second\n"
-                "16000 blocks of 16..16384 bytes split over the threads, random blocks replaced.\n\n%s\n\n"
+        if table == "threads":
+            self.plot_threads(rows, counts)
+        return ("### %s (the VT-malloc thread benchmark): alloc/free operations per second\n"
+                "16000 blocks of 16..16384 bytes split over the threads, random blocks replaced; %s.\n\n%s\n\n"
                 "Memory in MB, %s / %s threads (Top: peak; Low: all freed, threads exited):\n\n%s\n"
-                % (speed, ends[0], ends[1], harness.markdown_table(header, memory)))
+                % ("threads" if write == "pages" else "threads, partly written", how, speed,
+                   ends[0], ends[1], harness.markdown_table(header, memory)))
 
     def crossthread(self):
         pairs = self.sizes["pairs"]
@@ -352,7 +360,7 @@ class Suite:
                   "set key right top\nset arrow from 0, graph 0 to 0, graph 1 nohead dt 2\n")
 
 
-TABLES = ["threads", "crossthread", "grow", "cxx", "zsh", "memtime", "arena", "context"]
+TABLES = ["threads", "threads_ends", "crossthread", "grow", "cxx", "zsh", "memtime", "arena", "context"]
 
 
 def main():

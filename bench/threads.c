@@ -1,7 +1,8 @@
 /* bench/threads.c: the VT-malloc thread benchmark from the AOLserver list,
  * 2006. 16000 blocks of random size 16..16384 are split over T threads;
  * each thread replaces random blocks of its share (free + malloc, writing
- * into each block). Reports alloc/free operations per second, peak (Top)
+ * into each block: one byte a page, or with -w ends only its two ends, as
+ * programs that allocate buffers and use part of them do). Reports alloc/free operations per second, peak (Top)
  * and final (Low: everything freed, threads exited) resident and virtual
  * memory. Runs on whatever malloc the process has:
  * bench/run.sh chooses it with LD_PRELOAD. */
@@ -17,6 +18,7 @@
 static size_t total_blocks = 16000;
 static long total_replacements = 4000000;
 static int thread_count = 1;
+static int write_ends_only;
 
 struct worker {
     pthread_t thread;
@@ -30,8 +32,9 @@ static void touch(unsigned char *p, size_t size)
     /* Write the head, one byte per page and the tail: the block is really
      * used, but the measure stays the allocator's, not memset's. */
     memset(p, 0x5a, size < 16 ? size : 16);
-    for (size_t i = 4096; i < size; i += 4096)
-        p[i] = 1;
+    if (!write_ends_only)
+        for (size_t i = 4096; i < size; i += 4096)
+            p[i] = 1;
     p[size - 1] = 2;
 }
 
@@ -71,9 +74,11 @@ int main(int argc, char **argv)
             total_blocks = (size_t)atol(argv[i + 1]);
         else if (strcmp(argv[i], "-r") == 0)
             total_replacements = atol(argv[i + 1]);
+        else if (strcmp(argv[i], "-w") == 0)
+            write_ends_only = strcmp(argv[i + 1], "ends") == 0 ? 1 : strcmp(argv[i + 1], "pages") == 0 ? 0 : -1;
     }
-    if (thread_count < 1 || total_blocks < (size_t)thread_count) {
-        fprintf(stderr, "usage: threads [-t threads] [-n blocks] [-r replacements]\n");
+    if (thread_count < 1 || total_blocks < (size_t)thread_count || write_ends_only < 0) {
+        fprintf(stderr, "usage: threads [-t threads] [-n blocks] [-r replacements] [-w pages|ends]\n");
         return 2;
     }
     struct worker *workers = calloc((size_t)thread_count, sizeof *workers);

@@ -234,10 +234,6 @@ static bool current_with_free(struct heap *heap, unsigned class_index)
         pthread_mutex_unlock(&heap->lock);
         if (page != NULL) {
             strata_assert(page->class_index == class_index && page->in_use && page->capacity == 0);
-            /* Populate only for a class in steady use: a program that takes
-             * one block of a big class would otherwise get four faulted in. */
-            if (heap->current[class_index] == &page_empty)
-                page->fresh = 0;
             page_extend(page);
         } else {
             page = heap->available[class_index];

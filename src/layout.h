@@ -152,7 +152,6 @@ struct page {
     uint8_t slice_count;
     uint8_t in_use;           /* 1 while the page holds a size class */
     uint8_t listed;           /* 1 while on its class's available list */
-    uint8_t fresh;            /* 1 when taken from purged or new slices */
     char *start;
     struct page *next, *prev; /* available list of its class */
 };

@@ -154,7 +154,6 @@ struct page *page_new(struct heap *heap, unsigned class_index, bool may_map)
     unsigned first = (unsigned)__builtin_ctzll(starts);
     strata_assert_cmp(first + length, <=, SLICES_PER_SEGMENT);
     uint64_t run = (length == 64 ? ~(uint64_t)0 : (((uint64_t)1 << length) - 1)) << first;
-    bool fresh = (segment->dirty_mask & run) != run;
     heap->dirty_slices -= (size_t)__builtin_popcountll(segment->dirty_mask & run);
     segment->free_mask &= ~run;
     segment->dirty_mask &= ~run;
@@ -171,7 +170,6 @@ struct page *page_new(struct heap *heap, unsigned class_index, bool may_map)
     page->class_index = (uint8_t)class_index;
     page->slice_count = (uint8_t)length;
     page->in_use = 1;
-    page->fresh = fresh;
     strata_assert_cmp(page->reserved, >=, BIN_MIN_BLOCKS);
     return page;
 }
@@ -188,14 +186,6 @@ bool page_extend(struct page *page)
     if (count > page->reserved - page->capacity)
         count = page->reserved - page->capacity;
     char *first = page->start + (size_t)page->capacity * size;
-    /* Blocks of a page or more are written over their length by nearly every
-     * caller: fault fresh memory in with one call instead of a trap a page. */
-    size_t os_page = os_page_size();
-    if (page->fresh && size >= os_page) {
-        uintptr_t from = (uintptr_t)first & ~(os_page - 1);
-        uintptr_t to = ((uintptr_t)first + count * size + os_page - 1) & ~(os_page - 1);
-        os_populate((void *)from, to - from);
-    }
     char *p = first;
     for (size_t i = 1; i < count; i++, p += size)
         block_set_next((struct block *)p, (struct block *)(p + size));
