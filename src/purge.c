@@ -14,7 +14,7 @@ void purge_slices(struct segment *segment, uint64_t slices)
                                                   : (unsigned)__builtin_ctzll(~shifted);
         strata_assert_cmp(first + length, <=, SLICES_PER_SEGMENT);
         strata_assert(first != 0); /* slice 0 is the header's */
-        os_purge((char *)segment + (size_t)first * SLICE_SIZE, (size_t)length * SLICE_SIZE);
+        os_purge(segment_base(segment) + (size_t)first * SLICE_SIZE, (size_t)length * SLICE_SIZE);
         slices &= length == 64 ? 0 : ~((((uint64_t)1 << length) - 1) << first);
     }
 }

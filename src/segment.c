@@ -86,14 +86,15 @@ static struct segment *segment_new(struct heap *heap)
     pthread_mutex_unlock(&cache_lock);
     strata_assert(segment == NULL || (segment->dirty_mask == 0 && segment->pages_in_use == 0));
     if (segment == NULL) {
-        segment = os_map_aligned(SEGMENT_SIZE, SEGMENT_SIZE);
-        if (segment == NULL)
+        char *base = os_map_aligned(SEGMENT_SIZE, SEGMENT_SIZE);
+        if (base == NULL)
             return NULL;
         /* 64 KiB slices are purged one by one: huge pages would be split
          * (or keep whole 2 MiB resident), so they are opt-in. */
-        os_huge_pages(segment, SEGMENT_SIZE, strata_options.thp);
+        os_huge_pages(base, SEGMENT_SIZE, strata_options.thp);
+        segment = segment_at(base);
     }
-    strata_assert(((uintptr_t)segment & SEGMENT_MASK) == 0);
+    strata_assert(segment == segment_of(segment));
     memset(segment, 0, sizeof *segment);
     slices_name(segment, 0, SLICES_PER_SEGMENT, CLASS_NONE, 0);
     segment->free_mask = ALL_DATA_SLICES;
@@ -164,7 +165,7 @@ struct page *page_new(struct heap *heap, unsigned class_index, bool may_map)
 
     struct page *page = &segment->pages[first];
     memset(page, 0, sizeof *page);
-    page->start = (char *)segment + (size_t)first * SLICE_SIZE;
+    page->start = segment_base(segment) + (size_t)first * SLICE_SIZE;
     page->block_size = class_size[class_index];
     page->reserved = (uint32_t)(length * SLICE_SIZE / page->block_size);
     page->class_index = (uint8_t)class_index;
@@ -219,7 +220,7 @@ static void segment_release(struct segment *segment)
     cache_reserved += keep;
     pthread_mutex_unlock(&cache_lock);
     if (!keep) {
-        os_unmap(segment, SEGMENT_SIZE);
+        os_unmap(segment_base(segment), SEGMENT_SIZE);
         return;
     }
     segment_purge_dirty(segment);
@@ -391,7 +392,7 @@ void segment_cache_release(void)
     pthread_mutex_unlock(&cache_lock);
     while (list != NULL) {
         struct segment *next = list->next;
-        os_unmap(list, SEGMENT_SIZE);
+        os_unmap(segment_base(list), SEGMENT_SIZE);
         list = next;
     }
 }
