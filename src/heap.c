@@ -93,6 +93,13 @@ static struct heap *heap_from_pool(void)
     }
 }
 
+/* A bin's limit before it grows (layout.h, BIN_BYTES). */
+static uint32_t bin_base_limit(unsigned class_index)
+{
+    size_t limit = BIN_BYTES / class_size[class_index];
+    return (uint32_t)(limit < BIN_MIN_BLOCKS ? BIN_MIN_BLOCKS : limit > BIN_BASE_MAX_BLOCKS ? BIN_BASE_MAX_BLOCKS : limit);
+}
+
 struct heap *heap_acquire(void)
 {
     strata_assert(thread_heap == &heap_empty);
@@ -104,10 +111,12 @@ struct heap *heap_acquire(void)
     for (size_t c = 0; c < CLASS_COUNT; c++) {
         heap->current[c] = &page_empty;
         heap->available[c] = NULL;
-        size_t limit = BIN_BYTES / class_size[c];
-        limit = limit < BIN_MIN_BLOCKS ? BIN_MIN_BLOCKS : limit > BIN_MAX_BLOCKS ? BIN_MAX_BLOCKS : limit;
-        heap->bins[c] = (struct bin){NULL, 0, strata_options.check ? 0 : (uint32_t)limit};
+        heap->bins[c] = (struct bin){NULL, 0, strata_options.check ? 0 : bin_base_limit(c)};
+        heap->bin_use[c] = 0;
     }
+    heap->bin_growth = 0;
+    heap->bin_events = 0;
+    heap->bins_aged_at = os_now_ns();
     heap->segments = NULL;
     heap->dirty_slices = 0;
     heap->refills = 0;
@@ -257,9 +266,63 @@ static inline void *block_pop(struct page *page)
     return block;
 }
 
+/* ---- bins that adapt (layout.h, BIN_BYTES) ---------------------------- */
+/* Records a refill or a flush of the class. A refill after a flush grows
+ * the bin by half, the budget allowing: the class swings between the bin
+ * and its pages. (A flush never grows it instead of flushing: the flush's
+ * walk is what finds a block freed twice while in the bin.) */
+static void bin_note(struct heap *heap, unsigned class_index, unsigned event)
+{
+    unsigned use = heap->bin_use[class_index];
+    heap->bin_use[class_index] = (uint8_t)(event | BIN_ACTIVE);
+    heap->bin_events++;
+    if (event != BIN_REFILLED || !(use & BIN_FLUSHED) || strata_options.check)
+        return;
+    struct bin *bin = &heap->bins[class_index];
+    uint32_t grow = bin->limit / 2;
+    if (grow > BIN_MAX_BLOCKS - bin->limit)
+        grow = BIN_MAX_BLOCKS - bin->limit;
+    size_t bytes = (size_t)grow * class_size[class_index];
+    if (grow == 0 || heap->bin_growth + bytes > HEAP_BIN_GROWTH_BYTES)
+        return;
+    bin->limit += grow;
+    heap->bin_growth += bytes;
+}
+
+static void bin_trim(struct heap *heap, struct bin *bin, uint32_t keep);
+
+/* Every BIN_AGE_EVERY refills and flushes, and a purge delay at least since
+ * the last time: each class that was not refilled or flushed since then
+ * shrinks its bin by half (not below its base), its excess blocks going back
+ * to their pages. */
+static void bins_age(struct heap *heap)
+{
+    if (heap->bin_events < BIN_AGE_EVERY)
+        return;
+    heap->bin_events = 0;
+    uint64_t now = os_now_ns();
+    if (now - heap->bins_aged_at < strata_options.purge_delay_ns)
+        return;
+    heap->bins_aged_at = now;
+    for (unsigned c = 0; c < CLASS_COUNT; c++) {
+        unsigned use = heap->bin_use[c];
+        heap->bin_use[c] = (uint8_t)(use & ~BIN_ACTIVE);
+        struct bin *bin = &heap->bins[c];
+        uint32_t base = bin_base_limit(c);
+        if ((use & BIN_ACTIVE) || bin->limit <= base)
+            continue;
+        uint32_t limit = bin->limit / 2 < base ? base : bin->limit / 2;
+        heap->bin_growth -= (size_t)(bin->limit - limit) * class_size[c];
+        bin->limit = limit;
+        if (bin->count > limit)
+            bin_trim(heap, bin, limit);
+    }
+}
+
 void *heap_bin_refill(struct heap *heap, unsigned class_index)
 {
     strata_assert(heap->bins[class_index].head == NULL);
+    bin_note(heap, class_index, BIN_REFILLED);
     if (!current_with_free(heap, class_index))
         return NULL;
     struct page *page = heap->current[class_index];
@@ -290,6 +353,7 @@ void *heap_bin_refill(struct heap *heap, unsigned class_index)
     bin->count = moved;
     page->used += moved;
     counters_bytes_out((long)page->block_size * (long)moved);
+    bins_age(heap);
     if (STRATA_DEBUG_BUILD)
         heap_debug_refill(heap, class_index);
     return first;
@@ -324,7 +388,15 @@ static void blocks_to_pages(struct heap *heap, struct block **taken, uint32_t co
 void heap_bin_flush(struct heap *heap, struct bin *bin)
 {
     strata_assert_cmp(bin->count, >, bin->limit);
-    uint32_t keep = bin->limit / 2;
+    bin_note(heap, (unsigned)(bin - heap->bins), BIN_FLUSHED);
+    bin_trim(heap, bin, bin->limit / 2);
+    bins_age(heap);
+}
+
+/* Leaves `keep` blocks in the bin, the rest going back to their pages. */
+static void bin_trim(struct heap *heap, struct bin *bin, uint32_t keep)
+{
+    strata_assert_cmp(keep, <, bin->count);
     struct block *cut = bin->head;
     for (uint32_t i = 1; i < keep; i++)
         cut = block_next(cut);
@@ -682,10 +754,15 @@ static const char *bin_check(const struct heap *heap, unsigned c)
 static const char *heap_check_locked(const struct heap *heap)
 {
     const char *broken;
-    size_t on_lists = 0;
+    size_t on_lists = 0, growth = 0;
     for (unsigned c = 0; c < CLASS_COUNT; c++) {
         if ((broken = bin_check(heap, c)) != NULL)
             return broken;
+        uint32_t base = strata_options.check ? 0 : bin_base_limit(c);
+        if (heap->bins[c].limit < base || heap->bins[c].limit > BIN_MAX_BLOCKS)
+            return BROKEN("bin of class %u: limit %u outside %u..%u", c, heap->bins[c].limit, base,
+                          BIN_MAX_BLOCKS);
+        growth += (size_t)(heap->bins[c].limit - base) * class_size[c];
         const struct page *current = heap->current[c];
         if (current != &page_empty && (!current->in_use || current->class_index != c))
             return BROKEN("current page of class %u (%p) is not in use for it", c,
@@ -721,6 +798,9 @@ static const char *heap_check_locked(const struct heap *heap)
     if (dirty != heap->dirty_slices)
         return BROKEN("heap %p: %zu dirty slices counted, %zu in its segments", (const void *)heap,
                       heap->dirty_slices, dirty);
+    if (growth != heap->bin_growth || growth > HEAP_BIN_GROWTH_BYTES)
+        return BROKEN("heap %p: bins grown by %zu bytes, %zu counted (budget %zu)", (const void *)heap,
+                      growth, heap->bin_growth, HEAP_BIN_GROWTH_BYTES);
     return NULL;
 }
 

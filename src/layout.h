@@ -50,11 +50,20 @@ _Static_assert(SMALL_MAX * 4 <= (SLICES_PER_SEGMENT - 1) * SLICE_SIZE,
 
 /* The class of a slice that holds no page. */
 #define CLASS_NONE CLASS_COUNT
-/* A thread's cache keeps at most this many bytes of free blocks per class,
- * and at least BIN_MIN_BLOCKS blocks. */
+/* A thread's bin of a class starts with room for about BIN_BYTES of
+ * blocks (at least BIN_MIN_BLOCKS, at most BIN_BASE_MAX_BLOCKS). A class
+ * whose blocks swing between the bin and its pages (a refill after a flush)
+ * grows its bin by half, up to BIN_MAX_BLOCKS, while the heap's growth stays
+ * within HEAP_BIN_GROWTH_BYTES; a class neither refilled nor flushed for a
+ * purge delay shrinks back by half, its excess blocks going to the pages. */
 #define BIN_BYTES ((size_t)32 * 1024)
 #define BIN_MIN_BLOCKS 4
-#define BIN_MAX_BLOCKS 256
+#define BIN_BASE_MAX_BLOCKS 256
+#define BIN_MAX_BLOCKS 1024
+#define HEAP_BIN_GROWTH_BYTES ((size_t)2 << 20)
+/* The owner looks at the clock for the shrinking every this many refills
+ * and flushes. */
+#define BIN_AGE_EVERY 64
 /* A page is carved into its free list about this many bytes at a time. */
 #define PAGE_CARVE_BYTES 4096
 
@@ -212,10 +221,19 @@ struct bin {
     uint32_t limit; /* 0 in checked mode: every call goes to the pages */
 };
 
+/* What a bin did since the heap last aged its bins (bin_use). */
+enum { BIN_REFILLED = 1, BIN_FLUSHED = 2, BIN_ACTIVE = 4 };
+
 struct heap {
     struct bin bins[CLASS_COUNT];
     struct page *current[CLASS_COUNT]; /* the page bins refill from */
     struct page *available[CLASS_COUNT]; /* pages with free blocks */
+    /* Invariant: bin_growth is the sum over classes of (limit - base limit)
+     * times the class size, at most HEAP_BIN_GROWTH_BYTES. */
+    size_t bin_growth;
+    uint64_t bins_aged_at;        /* when the owner last aged its bins */
+    uint32_t bin_events;          /* refills and flushes since it looked at the clock */
+    uint8_t bin_use[CLASS_COUNT]; /* BIN_* of each class since then */
     /* Blocks freed by other threads: on a line of its own, which those
      * threads write, so the owner's other fields do not bounce with it. */
     _Alignas(CACHE_LINE) _Atomic(struct block *) remote;

@@ -3,7 +3,9 @@
  * rejoins its class's list when a block returns, an empty page returns its
  * slices to the segment, the segment map tells strata pointers from others,
  * dirty slices are purged past the heap's limit, and remote frees wait for
- * the owner; a bin whose list loops where a flush cuts it is reported.
+ * the owner; a bin whose list loops where a flush cuts it is reported; a
+ * bin grows while its class swings between it and its pages, within the
+ * heap's budget, and shrinks once the class is left alone.
  * heap_check() validates every invariant after each step. */
 #include <pthread.h>
 #include <time.h>
@@ -71,6 +73,60 @@ static int loop_at_flush(void)
     const char *broken = heap_check(thread_heap);
     printf("flush passed; heap_check: %s\n", broken ? broken : "sound");
     return 0;
+}
+
+/* Allocates and frees `n` blocks of `size` `rounds` times: each round's
+ * frees overflow the bin (a flush) and the next round's allocations empty
+ * it (a refill after a flush). */
+static void swing(size_t size, size_t n, int rounds)
+{
+    for (int r = 0; r < rounds; r++) {
+        for (size_t i = 0; i < n; i++)
+            blocks[i] = strata_malloc(size);
+        for (size_t i = 0; i < n; i++)
+            strata_free(blocks[i]);
+    }
+}
+
+static void sleep_ns(uint64_t ns)
+{
+    struct timespec t = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+    nanosleep(&t, NULL);
+}
+
+/* A class whose blocks swing between its bin and its pages grows its bin,
+ * within the heap's budget however many classes swing; a class left alone
+ * for two purge delays, while another keeps the owner busy, shrinks back. */
+static void adaptive_bins(struct heap *heap)
+{
+    unsigned c = size_class(8192);
+    struct bin *bin = &heap->bins[c];
+    uint32_t base = bin->limit;
+    CHECK(base == BIN_MIN_BLOCKS); /* 32 KiB of 8 KiB blocks, never grown yet */
+    swing(8192, 64, 8);
+    uint32_t grown = bin->limit;
+    CHECK(grown > 2 * base && grown <= BIN_MAX_BLOCKS);
+    CHECK(heap->bin_growth >= (size_t)(grown - base) * 8192);
+    CHECK_SOUND(heap_check(heap));
+
+    /* Every class swinging: the growth stops at the budget. */
+    for (size_t size = 16; size <= SMALL_MAX; size += size / 4)
+        swing(size, size <= 4096 ? 512 : 48, 6);
+    CHECK(heap->bin_growth > HEAP_BIN_GROWTH_BYTES / 2 && heap->bin_growth <= HEAP_BIN_GROWTH_BYTES);
+    CHECK_SOUND(heap_check(heap));
+
+    /* Only the 48-byte class in use from here: the 8 KiB bin shrinks, its
+     * blocks going back to the pages, and its growth to the budget. */
+    grown = bin->limit;
+    size_t growth = heap->bin_growth;
+    uint64_t delay = strata_options.purge_delay_ns;
+    for (int period = 0; period < 3; period++) {
+        sleep_ns(delay + 2000000);
+        swing(48, 4 * BIN_BASE_MAX_BLOCKS, 2 * BIN_AGE_EVERY / 4);
+    }
+    CHECK(bin->limit < grown && bin->count <= bin->limit);
+    CHECK(heap->bin_growth < growth);
+    CHECK_SOUND(heap_check(heap));
 }
 
 int main(int argc, char **argv)
@@ -235,6 +291,8 @@ int main(int argc, char **argv)
     CHECK(broken != NULL && strstr(broken, "free list") != NULL);
     current->used--;
     CHECK_SOUND(heap_check(heap));
+
+    adaptive_bins(heap);
 
     if (children_runnable()) {
         struct outcome o = check_spawn("loop-at-flush", "");
