@@ -113,7 +113,7 @@ struct strata_stats {
     size_t mapped;          /* bytes strata holds mapped, resident or not */
     size_t purged;          /* bytes given back to the OS so far */
     size_t cached;          /* bytes in thread caches, free pages and cached mappings */
-    size_t large_blocks;    /* live blocks mapped directly */
+    size_t large_blocks;    /* live blocks above 128 KiB: to 3.75 MiB in segments, above mapped directly */
     size_t large_bytes;
     size_t live_heaps;      /* heaps with a live thread */
     size_t abandoned_segments; /* segments of exited threads still holding blocks */

@@ -44,17 +44,25 @@ static bool trim_for_retry(size_t size)
     return true;
 }
 
-static STRATA_NOINLINE void *alloc_class_slow(unsigned class_index)
+/* The calling thread's heap, made at its first allocation; NULL (errno
+ * ENOMEM) without memory. */
+static struct heap *calling_heap(void)
 {
     struct heap *heap = thread_heap;
     if (unlikely(heap == &heap_empty)) {
         strata_init();
         heap = heap_acquire();
-        if (heap == NULL) {
+        if (heap == NULL)
             errno = ENOMEM;
-            return NULL;
-        }
     }
+    return heap;
+}
+
+static STRATA_NOINLINE void *alloc_class_slow(unsigned class_index)
+{
+    struct heap *heap = calling_heap();
+    if (unlikely(heap == NULL))
+        return NULL;
     void *block = heap_bin_refill(heap, class_index);
     purger_start_if_wanted();
     if (unlikely(block == NULL) && trim_for_retry(class_size[class_index]))
@@ -79,10 +87,25 @@ void *alloc_large(size_t size, size_t alignment, bool zero)
     return p;
 }
 
+void *alloc_big(size_t size, bool zero)
+{
+    if (size > MEDIUM_MAX)
+        return alloc_large(size, 0, zero);
+    struct heap *heap = calling_heap();
+    if (unlikely(heap == NULL))
+        return NULL;
+    void *block = heap_medium_alloc(heap, size, zero);
+    if (unlikely(block == NULL) && trim_for_retry(size))
+        block = heap_medium_alloc(heap, size, zero);
+    if (unlikely(block == NULL))
+        errno = ENOMEM;
+    return block;
+}
+
 void *alloc_slow(size_t size)
 {
     if (unlikely(size > SMALL_MAX))
-        return alloc_large(size, 0, false);
+        return alloc_big(size, false);
     return alloc_class_slow(size_class(size));
 }
 

@@ -18,6 +18,9 @@ STRATA_NOINLINE void *alloc_slow(size_t size);
 void *alloc_class(unsigned class_index);
 /* A large block (`zero`: zeroed), with the trim-and-retry. */
 void *alloc_large(size_t size, size_t alignment, bool zero);
+/* A block above SMALL_MAX (`zero`: zeroed): a medium page up to MEDIUM_MAX,
+ * a large mapping above; with the trim-and-retry. */
+void *alloc_big(size_t size, bool zero);
 /* Resizes a large block to `size` (above SMALL_MAX), with the trim-and-retry. */
 void *realloc_large(void *p, size_t size);
 /* Every free that is not into the caller's own bin with room (free.c);

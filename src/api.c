@@ -12,6 +12,9 @@
 /* A small block that grows is moved to at least this fraction more: a
  * string grown in small steps is then copied a logarithmic number of times. */
 #define SMALL_GROWTH_DIVISOR 4
+/* A medium block that cannot grow in place moves to 1/8 more, as large
+ * mappings keep 1/8 headroom. */
+#define MEDIUM_GROWTH_DIVISOR 8
 
 STRATA_EXPORT void *strata_malloc(size_t size)
 {
@@ -31,7 +34,7 @@ STRATA_EXPORT void *strata_calloc(size_t count, size_t size)
         return NULL;
     }
     if (total > SMALL_MAX)
-        return alloc_large(total, 0, true);
+        return alloc_big(total, true);
     void *p = alloc_inline(total);
     if (likely(p != NULL))
         memset(p, 0, total);
@@ -82,10 +85,14 @@ STRATA_EXPORT void *strata_realloc(void *ptr, size_t size)
         if (size <= old_size && size >= old_size / 2 &&
             !((size & 15) == 0 && ((uintptr_t)ptr & 15) != 0))
             return ptr;
-        /* A block that grows tends to grow again (SMALL_GROWTH_DIVISOR). */
+        /* A medium block grows into the free slices after it. */
+        if (size > old_size && old_size > SMALL_MAX && heap_medium_grow(ptr, size))
+            return ptr;
+        /* A block that grows tends to grow again (SMALL_GROWTH_DIVISOR;
+         * MEDIUM_GROWTH_DIVISOR above SMALL_MAX). */
         size_t target = size;
-        size_t grown = old_size + old_size / SMALL_GROWTH_DIVISOR;
-        if (size > old_size && size < grown && grown <= SMALL_MAX)
+        size_t grown = old_size + old_size / (old_size > SMALL_MAX ? MEDIUM_GROWTH_DIVISOR : SMALL_GROWTH_DIVISOR);
+        if (size > old_size && size < grown && grown <= MEDIUM_MAX)
             target = (size & 15) == 0 ? (grown + 15) & ~(size_t)15 : grown; /* keep its alignment */
         return move_block(ptr, old_size, target);
     }

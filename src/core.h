@@ -48,10 +48,19 @@ size_t class_slices(unsigned class_index);
 /* A page of the class from the heap's segments, or (with `may_map`) a new
  * segment's (heap lock held); NULL when there is no room (or memory). */
 struct page *page_new(struct heap *heap, unsigned class_index, bool may_map);
-/* Gives an empty page's slices back to its segment, and an emptied segment
- * (not the heap's last) back to the cache or the OS; true if the segment
- * went (heap lock held, or the heap's thread exiting). */
+/* A medium page (layout.h, CLASS_MEDIUM) of just enough slices for `size`,
+ * its one block handed out; *dirty when its slices may hold old data. NULL
+ * without memory (heap lock held). */
+struct page *page_new_medium(struct heap *heap, size_t size, bool *dirty);
+/* Grows a medium page in place to hold `size`, when the slices after it
+ * are free; false if they are not (heap lock held, the page's owner). */
+bool page_grow_medium(struct heap *heap, struct page *page, size_t size);
+/* Gives an empty page's slices back to its segment (heap lock held, or the
+ * heap's thread exiting); false: the segment stays, even when it empties. */
 bool page_release(struct heap *heap, struct page *page);
+/* Empty segments whose slices have all been purged go back to the cache or
+ * the OS, all but the heap's last (heap lock held). */
+void heap_release_empty_segments(struct heap *heap);
 /* Carves more blocks into the page's free list; false when it is full. */
 bool page_extend(struct page *page);
 /* An exiting heap's segments: empty ones go back, the others are abandoned
@@ -109,6 +118,12 @@ STRATA_NOINLINE struct heap *heap_acquire(void);
 STRATA_NOINLINE void *heap_bin_refill(struct heap *heap, unsigned class_index);
 /* Returns half of a full bin's blocks to their pages. */
 STRATA_NOINLINE void heap_bin_flush(struct heap *heap, struct bin *bin);
+/* A medium block of at least `size` bytes (`zero`: zeroed) from the heap's
+ * segments; NULL without memory (errno untouched). */
+void *heap_medium_alloc(struct heap *heap, size_t size, bool zero);
+/* Grows the calling thread's own medium block in place to `size` (at most
+ * MEDIUM_MAX); false when it is another heap's or has no room after it. */
+bool heap_medium_grow(void *block, size_t size);
 /* Frees a validated block of a segment from whichever thread calls: into
  * the caller's own page, onto the owner's remote list, or into its
  * abandoned segment. `page` is the block's (page_of). */

@@ -13,11 +13,14 @@ void free_segment_slow(void *p)
     struct segment *segment = segment_of(p);
     const struct slice *slice = &segment->slices[slice_of(p)];
     unsigned class_index = slice->class_index; /* not the carved key: the owner's */
-    if (class_index == CLASS_NONE)
-        report_fatal("free of a pointer into memory that is not allocated", p);
+    if (class_index == CLASS_NONE) /* a medium block freed twice lands here too */
+        report_fatal("free of a pointer into memory that is not allocated (a double free?)", p);
     uint32_t in_page = slice_page_offset(slice, (uint32_t)((uintptr_t)p & SEGMENT_MASK));
     struct page *page = &segment->pages[slice->page_slice];
-    if (block_key(slice->multiplier, in_page) >= page->reserved * class_block_key[class_index])
+    /* A medium page's one block starts the page; a small page's blocks are
+     * where their keys say. */
+    if (class_index == CLASS_MEDIUM ? in_page != 0
+                                    : block_key(slice->multiplier, in_page) >= page->reserved * class_block_key[class_index])
         report_fatal("free of a pointer that is not the start of a block", p);
     heap_free_block(page, p);
 }

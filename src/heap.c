@@ -161,10 +161,25 @@ static void list_push(struct heap *heap, struct page *page)
     page->listed = 1;
 }
 
+/* A medium page's one block is free: the page goes back to its segment. */
+static STRATA_NOINLINE void medium_page_free(struct heap *heap, struct page *page)
+{
+    strata_assert_cmp(page->used, ==, 1);
+    page->used = 0;
+    pthread_mutex_lock(&heap->lock);
+    if (!page_release(heap, page))
+        heap_maybe_purge(heap);
+    pthread_mutex_unlock(&heap->lock);
+}
+
 void page_free_block(struct heap *heap, struct page *page, struct block *block)
 {
     if (unlikely(!page->in_use))
         report_fatal("free of a block that is not allocated", block);
+    if (unlikely(page->class_index == CLASS_MEDIUM)) {
+        medium_page_free(heap, page);
+        return;
+    }
     strata_assert_cmp(page->used, >, 0);
     struct block *head = page->free;
     if (unlikely(head == block))
@@ -429,6 +444,45 @@ static void bins_flush_all(struct heap *heap)
     }
 }
 
+/* ---- medium blocks (layout.h, CLASS_MEDIUM) ------------------------------ */
+void *heap_medium_alloc(struct heap *heap, size_t size, bool zero)
+{
+    bool dirty;
+    pthread_mutex_lock(&heap->lock);
+    heap_maybe_purge(heap);
+    struct page *page = page_new_medium(heap, size, &dirty);
+    pthread_mutex_unlock(&heap->lock);
+    if (page == NULL)
+        return NULL;
+    counters_bytes_out((long)page->block_size);
+    /* Resident slices may hold an old block's free-block words, which a free
+     * would take for a double free: they are cleared as block_take clears a
+     * small block's. Purged ones read as zero, unless the purge failed: a
+     * zeroed block is always written. */
+    if (zero)
+        memset(page->start, 0, size);
+    else if (dirty)
+        block_take((struct block *)page->start);
+    return page->start;
+}
+
+bool heap_medium_grow(void *block, size_t size)
+{
+    struct heap *heap = thread_heap;
+    struct segment *segment = segment_of(block);
+    struct page *page = page_of(segment, block);
+    if (atomic_load_explicit(&segment->owner, memory_order_relaxed) != heap->owner_word ||
+        page->class_index != CLASS_MEDIUM || size > MEDIUM_MAX)
+        return false;
+    size_t old_size = page->block_size;
+    pthread_mutex_lock(&heap->lock);
+    bool grown = page_grow_medium(heap, page, size);
+    pthread_mutex_unlock(&heap->lock);
+    if (grown)
+        counters_bytes_out((long)page->block_size - (long)old_size);
+    return grown;
+}
+
 /* ---- frees from any thread ------------------------------------------------ */
 void heap_free_block(struct page *page, struct block *block)
 {
@@ -504,6 +558,7 @@ void heap_purge_dirty(struct heap *heap)
     for (struct segment *s = heap->segments; s != NULL; s = s->next)
         segment_purge_dirty(s);
     heap->dirty_slices = 0;
+    heap_release_empty_segments(heap);
 }
 
 /* Purges the slices that have stayed free since the last check: a two-step
@@ -520,6 +575,7 @@ static void heap_purge_aged(struct heap *heap)
         }
         s->aging_mask = s->dirty_mask;
     }
+    heap_release_empty_segments(heap);
 }
 
 void heap_maybe_purge(struct heap *heap)

@@ -50,6 +50,16 @@ _Static_assert(SMALL_MAX * 4 <= (SLICES_PER_SEGMENT - 1) * SLICE_SIZE,
 
 /* The class of a slice that holds no page. */
 #define CLASS_NONE CLASS_COUNT
+/* Medium blocks, above SMALL_MAX and up to MEDIUM_MAX: each is a page of its
+ * own, of just enough slices, taken from the heap's segments like any page
+ * and given back to them when freed, so that a loop of medium blocks makes
+ * no system call and faults no page once its slices are resident. Their
+ * slices are of class CLASS_MEDIUM, whose multiplier and key are 0: every
+ * free of one leaves the inline path for free_segment_slow. */
+#define CLASS_MEDIUM (CLASS_COUNT + 1)
+#define MEDIUM_MAX_SLICES 60
+#define MEDIUM_MAX ((size_t)MEDIUM_MAX_SLICES * SLICE_SIZE)
+_Static_assert(MEDIUM_MAX_SLICES < SLICES_PER_SEGMENT, "a medium page fits a segment beside its header");
 /* A thread's bin of a class starts with room for about BIN_BYTES of
  * blocks (at least BIN_MIN_BLOCKS, at most BIN_BASE_MAX_BLOCKS). A class
  * whose blocks swing between the bin and its pages (a refill after a flush)
@@ -329,6 +339,8 @@ static inline bool page_carved(const struct page *page, const void *p)
 static inline size_t small_usable_size(const void *p)
 {
     struct page *page = page_of(segment_of(p), p);
+    if (unlikely(page->class_index == CLASS_MEDIUM) && (const char *)p != page->start)
+        return 0; /* inside a medium block */
     return page->in_use ? page->block_size : 0;
 }
 

@@ -123,9 +123,13 @@ size_t class_slices(unsigned class_index)
     return (size * 4 + SLICE_SIZE - 1) / SLICE_SIZE;
 }
 
-struct page *page_new(struct heap *heap, unsigned class_index, bool may_map)
+/* Takes a run of `length` free slices from the heap's segments (resident
+ * ones first), or from a new segment with `may_map`, for a page of the
+ * class, and names them; *dirty says whether any of them may still hold
+ * old data (the others read as zero). Heap lock held. */
+static struct page *page_take(struct heap *heap, size_t length, unsigned class_index, bool may_map,
+                              bool *dirty)
 {
-    size_t length = class_slices(class_index);
     struct segment *segment = NULL;
     uint64_t starts = 0;
     /* Reuse slices that are still resident, in any segment, before touching
@@ -155,24 +159,70 @@ struct page *page_new(struct heap *heap, unsigned class_index, bool may_map)
     unsigned first = (unsigned)__builtin_ctzll(starts);
     strata_assert_cmp(first + length, <=, SLICES_PER_SEGMENT);
     uint64_t run = (length == 64 ? ~(uint64_t)0 : (((uint64_t)1 << length) - 1)) << first;
+    *dirty = (segment->dirty_mask & run) != 0;
     heap->dirty_slices -= (size_t)__builtin_popcountll(segment->dirty_mask & run);
     segment->free_mask &= ~run;
     segment->dirty_mask &= ~run;
     segment->aging_mask &= ~run;
     segment->pages_in_use++;
-    slices_name(segment, first, length, class_index, first);
+    slices_name(segment, first, (unsigned)length, class_index, first);
     strata_assert((segment->free_mask & 1) == 0 && (run & 1) == 0);
 
     struct page *page = &segment->pages[first];
     memset(page, 0, sizeof *page);
     page->start = segment_base(segment) + (size_t)first * SLICE_SIZE;
-    page->block_size = class_size[class_index];
-    page->reserved = (uint32_t)(length * SLICE_SIZE / page->block_size);
     page->class_index = (uint8_t)class_index;
     page->slice_count = (uint8_t)length;
     page->in_use = 1;
+    return page;
+}
+
+struct page *page_new(struct heap *heap, unsigned class_index, bool may_map)
+{
+    bool dirty;
+    size_t length = class_slices(class_index);
+    struct page *page = page_take(heap, length, class_index, may_map, &dirty);
+    if (page == NULL)
+        return NULL;
+    page->block_size = class_size[class_index];
+    page->reserved = (uint32_t)(length * SLICE_SIZE / page->block_size);
     strata_assert_cmp(page->reserved, >=, BIN_MIN_BLOCKS);
     return page;
+}
+
+struct page *page_new_medium(struct heap *heap, size_t size, bool *dirty)
+{
+    strata_assert(size > SMALL_MAX && size <= MEDIUM_MAX);
+    size_t length = (size + SLICE_SIZE - 1) / SLICE_SIZE;
+    struct page *page = page_take(heap, length, CLASS_MEDIUM, true, dirty);
+    if (page == NULL)
+        return NULL;
+    page->block_size = (uint32_t)(length * SLICE_SIZE);
+    page->reserved = page->capacity = page->used = 1;
+    return page;
+}
+
+bool page_grow_medium(struct heap *heap, struct page *page, size_t size)
+{
+    strata_assert(page->class_index == CLASS_MEDIUM && size <= MEDIUM_MAX);
+    struct segment *segment = segment_of(page->start);
+    unsigned first = slice_of(page->start);
+    size_t length = (size + SLICE_SIZE - 1) / SLICE_SIZE;
+    if (length <= page->slice_count)
+        return true;
+    if (first + length > SLICES_PER_SEGMENT)
+        return false;
+    uint64_t run = (((uint64_t)1 << (length - page->slice_count)) - 1) << (first + page->slice_count);
+    if ((segment->free_mask & run) != run)
+        return false;
+    heap->dirty_slices -= (size_t)__builtin_popcountll(segment->dirty_mask & run);
+    segment->free_mask &= ~run;
+    segment->dirty_mask &= ~run;
+    segment->aging_mask &= ~run;
+    slices_name(segment, first + page->slice_count, (unsigned)(length - page->slice_count), CLASS_MEDIUM, first);
+    page->slice_count = (uint8_t)length;
+    page->block_size = (uint32_t)(length * SLICE_SIZE);
+    return true;
 }
 
 bool page_extend(struct page *page)
@@ -258,19 +308,28 @@ bool page_release(struct heap *heap, struct page *page)
     uint64_t run = page_forget(segment, page);
     segment->dirty_mask |= run;
     heap->dirty_slices += page->slice_count;
-    /* An empty segment goes back unless it is the heap's last one. */
-    if (segment->pages_in_use == 0 && (segment->prev || segment->next)) {
-        heap->dirty_slices -= (size_t)__builtin_popcountll(segment->dirty_mask);
-        segment_unlink(&heap->segments, segment);
-        segment_release(segment);
-        return true;
-    }
+    /* An empty segment stays, its slices resident for reuse like any free
+     * slices, until the purge policy has given them back: then it goes
+     * (heap_release_empty_segments). */
     if (STRATA_DEBUG_BUILD) {
         const char *broken = segment_check(segment, heap->owner_word);
         if (broken != NULL)
             report_assert(__FILE__, __LINE__, "segment_check after a page release", "%s", broken);
     }
     return false;
+}
+
+void heap_release_empty_segments(struct heap *heap)
+{
+    struct segment *segment = heap->segments;
+    while (segment != NULL) {
+        struct segment *next = segment->next;
+        if (segment->pages_in_use == 0 && segment->dirty_mask == 0 && (segment->prev || segment->next)) {
+            segment_unlink(&heap->segments, segment);
+            segment_release(segment);
+        }
+        segment = next;
+    }
 }
 
 /* Called by a heap whose thread exits: empty segments go back to the OS, the
@@ -478,9 +537,12 @@ const char *segment_check(const struct segment *s, uintptr_t owner_word)
         if (page->used > page->capacity || page->capacity > page->reserved)
             return BROKEN("page %p: used %u, capacity %u, reserved %u", (const void *)page,
                           page->used, page->capacity, page->reserved);
-        if (page->block_size != class_size[page->class_index])
-            return BROKEN("page %p: block size %u, class %u is %u", (const void *)page,
-                          page->block_size, page->class_index, class_size[page->class_index]);
+        if (page->class_index == CLASS_MEDIUM
+                ? page->block_size != page->slice_count * SLICE_SIZE || page->reserved != 1 ||
+                      page->slice_count > MEDIUM_MAX_SLICES
+                : page->class_index >= CLASS_COUNT || page->block_size != class_size[page->class_index])
+            return BROKEN("page %p: block size %u, %u slices, %u blocks, class %u", (const void *)page,
+                          page->block_size, page->slice_count, page->reserved, page->class_index);
     }
     if ((covered | s->free_mask | 1) != ~(uint64_t)0)
         return BROKEN("segment %p: slices %#llx neither free nor in a page", (const void *)s,

@@ -9,8 +9,8 @@
 uint32_t class_size[CLASS_COUNT];
 uint8_t class_of_direct[DIRECT_COUNT];
 uint8_t class_of_medium[MEDIUM_COUNT];
-uint64_t class_multiplier[CLASS_COUNT + 1];
-uint32_t class_block_key[CLASS_COUNT + 1];
+uint64_t class_multiplier[CLASS_COUNT + 2];
+uint32_t class_block_key[CLASS_COUNT + 2];
 
 void sizeclass_init(void)
 {

@@ -21,7 +21,7 @@
 
 /* A class index is stored in a byte (struct slice, page), CLASS_COUNT
  * itself included: it names "no class". */
-_Static_assert(CLASS_COUNT < 256, "class indices fit a byte, with one to spare");
+_Static_assert(CLASS_COUNT + 1 < 256, "class indices fit a byte, with two to spare");
 
 extern STRATA_INTERNAL uint32_t class_size[CLASS_COUNT];
 extern STRATA_INTERNAL uint8_t class_of_direct[DIRECT_COUNT];
@@ -33,9 +33,10 @@ extern STRATA_INTERNAL uint8_t class_of_medium[MEDIUM_COUNT];
  * multiplier (2^47 or more) when it is not, for any offset below 2^22: so one
  * multiplication and one compare against n block keys ask "the start of one
  * of the first n blocks?" (after Lemire, Kaser and Kurz, 2019). No class
- * (CLASS_COUNT) has multiplier and key 0: no offset passes. */
-extern STRATA_INTERNAL uint64_t class_multiplier[CLASS_COUNT + 1];
-extern STRATA_INTERNAL uint32_t class_block_key[CLASS_COUNT + 1];
+ * (CLASS_COUNT) and the medium pages' (CLASS_COUNT + 1, layout.h) have
+ * multiplier and key 0: no offset passes the inline test. */
+extern STRATA_INTERNAL uint64_t class_multiplier[CLASS_COUNT + 2];
+extern STRATA_INTERNAL uint32_t class_block_key[CLASS_COUNT + 2];
 void sizeclass_init(void);
 
 /* The key of `offset` (below 2^22, the segment's size) under a class's

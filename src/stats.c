@@ -20,6 +20,11 @@ static void count_segment(const struct segment *s, void *arg)
         const struct page *page = &s->pages[i];
         if (!page->in_use)
             continue;
+        if (page->class_index == CLASS_MEDIUM) { /* counted with the large blocks */
+            stats->large_blocks += page->used;
+            stats->large_bytes += page->used * page->block_size;
+            continue;
+        }
         stats->size_class[page->class_index].blocks_in_use += page->used;
         stats->size_class[page->class_index].pages++;
         stats->cached += (size_t)(page->capacity - page->used) * page->block_size;

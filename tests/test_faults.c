@@ -148,9 +148,10 @@ static void test_api_under_faults(void)
     CHECK(all);
 }
 
-/* A string grown 10 bytes at a time to 3 MB and shrunk back, mremap and
- * mmap failing now and then: every failure leaves the string as it was,
- * and a shrink never fails (the block still fits where it is). */
+/* A string grown 10 bytes at a time to 12 MB (past the medium blocks, into
+ * a mapping of its own) and shrunk back, mremap and mmap failing now and
+ * then: every failure leaves the string as it was, and a shrink never fails
+ * (the block still fits where it is). */
 static void test_realloc_growth(void)
 {
     strata_trim(); /* no cached mapping to grow into: every move is a remap */
@@ -158,7 +159,7 @@ static void test_realloc_growth(void)
     size_t n = 0;
     char *s = NULL;
     long failures = 0, bad = 0;
-    while (n < ((size_t)3 << 20)) {
+    while (n < ((size_t)12 << 20)) {
         size_t want = n + 10 + (n >> 6);
         errno = 0;
         char *t = strata_realloc(s, want);
@@ -330,7 +331,7 @@ static void test_arena_marks(void)
 {
     strata_arena *a = strata_arena_new(0);
     CHECK(a != NULL);
-    enum { MARKS = 40000 };
+    enum { MARKS = 600000 }; /* a stack past MEDIUM_MAX must be mapped */
     static strata_mark marks[MARKS];
     faults_on(1, 1, 0, 0, 99); /* every mapping fails */
     int failed = -1;

@@ -122,6 +122,11 @@ static int run_case(const char *name)
         say_address(not_ours + 16);
         m_free(not_ours + 16);
     } else if (strcmp(name, "large-double") == 0) {
+        char *p = m_malloc(8 << 20);
+        say_address(p);
+        m_free(p);
+        m_free(p);
+    } else if (strcmp(name, "medium-double") == 0) {
         char *p = m_malloc(1 << 20);
         say_address(p);
         m_free(p);
@@ -225,7 +230,8 @@ static const struct row table[] = {
     {"double-free-flushed", "double free of a block gone back to its page, the program allocating on", "double free"},
     {"double-free-remote", "a block freed by another thread, then by its owner, the program allocating on", "double free"},
     {"double-free-remote-twice", "a block freed twice by another thread", "double free"},
-    {"large-double", "a large block (1 MiB) freed twice", "double free"},
+    {"medium-double", "a medium block (1 MiB) freed twice", "double free"},
+    {"large-double", "a large block (8 MiB) freed twice", "double free"},
     {"misaligned", "`free(p + 1)`", "not the start of a block"},
     {"interior", "`free(p + 8)`", "not the start of a block"},
     {"interior-aligned", "`free(p + 16)`, inside a 100-byte block", "not the start of a block"},

@@ -5,7 +5,8 @@
  * dirty slices are purged past the heap's limit, and remote frees wait for
  * the owner; a bin whose list loops where a flush cuts it is reported; a
  * bin grows while its class swings between it and its pages, within the
- * heap's budget, and shrinks once the class is left alone.
+ * heap's budget, and shrinks once the class is left alone; medium blocks
+ * are pages of their own, reused without mappings and grown in place.
  * heap_check() validates every invariant after each step. */
 #include <pthread.h>
 #include <time.h>
@@ -126,6 +127,72 @@ static void adaptive_bins(struct heap *heap)
     }
     CHECK(bin->limit < grown && bin->count <= bin->limit);
     CHECK(heap->bin_growth < growth);
+    CHECK_SOUND(heap_check(heap));
+}
+
+/* Medium blocks are pages of their own in the heap's segments: freed and
+ * allocated again they make no mapping, grow into the free slices after
+ * them, come back zeroed from calloc, and return from another thread's
+ * free through the owner. */
+static void *calloc_elsewhere(void *size)
+{
+    return strata_calloc(1, (size_t)(uintptr_t)size);
+}
+
+static void medium_blocks(struct heap *heap)
+{
+    size_t size = (size_t)1 << 20;
+    unsigned char *p = strata_malloc(size);
+    CHECK(p != NULL && is_segment_pointer(p) && ((uintptr_t)p & (SLICE_SIZE - 1)) == 0);
+    struct segment *segment = segment_of(p);
+    struct page *page = page_of(segment, p);
+    CHECK(page->class_index == CLASS_MEDIUM && page->start == (char *)p && page->slice_count == 16);
+    CHECK(strata_usable_size(p) == 16 * SLICE_SIZE && strata_usable_size(p + 4096) == 0);
+    CHECK(segment->slices[slice_of(p) + 15].class_index == CLASS_MEDIUM &&
+          segment->slices[slice_of(p) + 15].page_slice == slice_of(p));
+    CHECK_SOUND(heap_check(heap));
+    memset(p, 0xab, size);
+
+    /* Into the free slices after it, in place. */
+    bool room = slice_of(p) + 24 <= SLICES_PER_SEGMENT &&
+                ((segment->free_mask >> (slice_of(p) + 16)) & 0xff) == 0xff;
+    unsigned char *q = strata_realloc(p, size + 5 * SLICE_SIZE);
+    CHECK(q != NULL && q[size - 1] == 0xab);
+    if (room)
+        CHECK(q == p && page->slice_count == 21 && strata_usable_size(q) == 21 * SLICE_SIZE);
+    CHECK_SOUND(heap_check(heap));
+    strata_free(q);
+    CHECK_SOUND(heap_check(heap));
+
+    /* A loop of medium blocks maps nothing once its slices are resident,
+     * and calloc zeroes what the last block left. */
+    size_t maps = os_map_count();
+    int zeroed = 1;
+    for (int i = 0; i < 200; i++) {
+        size_t n = SMALL_MAX + 1 + (size_t)i * 15000;
+        unsigned char *a = strata_malloc(n), *b = strata_calloc(1, n);
+        zeroed &= a != NULL && b != NULL && b[0] == 0 && b[n / 2] == 0 && b[n - 1] == 0;
+        if (a != NULL)
+            memset(a, 0xcd, n);
+        if (b != NULL)
+            memset(b, 0xcd, n);
+        strata_free(a);
+        strata_free(b);
+    }
+    CHECK(zeroed);
+    CHECK(os_map_count() <= maps + 1);
+    CHECK_SOUND(heap_check(heap));
+
+    /* Allocated in another thread, freed here: its heap takes it back. */
+    pthread_t t;
+    void *remote = NULL;
+    pthread_create(&t, NULL, calloc_elsewhere, (void *)(uintptr_t)(3 * SLICE_SIZE));
+    pthread_join(t, &remote);
+    CHECK(remote != NULL && ((unsigned char *)remote)[3 * SLICE_SIZE - 1] == 0);
+    strata_free(remote);
+    struct strata_stats stats;
+    strata_stats_get(&stats);
+    CHECK(stats.allocated >= stats.large_bytes);
     CHECK_SOUND(heap_check(heap));
 }
 
@@ -293,6 +360,7 @@ int main(int argc, char **argv)
     CHECK_SOUND(heap_check(heap));
 
     adaptive_bins(heap);
+    medium_blocks(heap);
 
     if (children_runnable()) {
         struct outcome o = check_spawn("loop-at-flush", "");
