@@ -221,11 +221,13 @@ static struct large_header *quick_header(const void *p)
 
 /* Recently freed mappings, kept for reuse so that a program which frees and
  * allocates big buffers (or grows strings one after another) neither maps
- * nor faults them in again. Bounded in count and bytes; a mapping unused for
- * two purge delays is unmapped at the next large-block call. Under
- * large_lock. */
+ * nor faults them in again. Bounded in count, and in bytes by demand: 32 MiB,
+ * or twice the newest mapping freed when that is more, so that a program
+ * replacing buffers of 20 MiB keeps one or two; a mapping unused for two
+ * purge delays is unmapped at the next large-block call. Under large_lock. */
 #define CACHE_SLOTS 8
 #define CACHE_BYTES ((size_t)32 << 20)
+#define CACHE_DEMAND 2
 
 struct cached_mapping {
     char *base;
@@ -275,13 +277,42 @@ static char *cache_take(size_t low, size_t high, size_t *map_size)
     return base;
 }
 
+/* For a mapping of `size` bytes that no cached one fits as it is: the
+ * smallest cached one above it, or else the largest of at least size / 4,
+ * to be resized with mremap: its resident pages are reused where a new
+ * mapping would fault every page in. */
+static char *cache_take_resizable(size_t size, size_t *map_size)
+{
+    size_t best = CACHE_SLOTS;
+    for (size_t i = 0; i < cache_count; i++) {
+        size_t have = cache[i].map_size;
+        if (have < size / 4)
+            continue;
+        if (best == CACHE_SLOTS) {
+            best = i;
+            continue;
+        }
+        size_t had = cache[best].map_size;
+        if (have >= size ? had < size || have < had : had < size && have > had)
+            best = i;
+    }
+    if (best == CACHE_SLOTS)
+        return NULL;
+    char *base = cache[best].base;
+    *map_size = cache[best].map_size;
+    cache_remove(best);
+    return base;
+}
+
 /* Keeps a freed mapping if it fits, evicting the oldest; false if it does
  * not belong in the cache (the caller unmaps it). */
 static bool cache_put(char *base, size_t map_size, struct cached_mapping *evicted, size_t *n)
 {
-    if (map_size > CACHE_BYTES / 4)
+    size_t limit = CACHE_DEMAND * map_size > CACHE_BYTES ? CACHE_DEMAND * map_size : CACHE_BYTES;
+    /* With no purge delay, freed memory goes back at once. */
+    if (map_size > (size_t)PTRDIFF_MAX / 4 || strata_options.purge_delay_ns == 0)
         return false;
-    while (cache_count == CACHE_SLOTS || cache_bytes + map_size > CACHE_BYTES) {
+    while (cache_count == CACHE_SLOTS || cache_bytes + map_size > limit) {
         size_t oldest = 0;
         for (size_t i = 1; i < cache_count; i++)
             if (cache[i].freed_at < cache[oldest].freed_at)
@@ -289,7 +320,7 @@ static bool cache_put(char *base, size_t map_size, struct cached_mapping *evicte
         evicted[(*n)++] = cache[oldest];
         cache_remove(oldest);
     }
-    strata_assert(cache_count < CACHE_SLOTS && cache_bytes + map_size <= CACHE_BYTES);
+    strata_assert(cache_count < CACHE_SLOTS && cache_bytes + map_size <= limit);
     cache[cache_count++] = (struct cached_mapping){base, map_size, os_now_ns()};
     cache_bytes += map_size;
     return true;
@@ -331,12 +362,22 @@ void *large_alloc(size_t size, size_t alignment, bool zero)
     size_t map_size = round_to_page(size + offset);
     struct cached_mapping expired[CACHE_SLOTS];
     char *base = NULL;
+    size_t resize_from = 0;
     pthread_mutex_lock(&large_lock);
     size_t n = cache_expire(expired, false);
-    if (alignment <= LARGE_HEADER) /* cached mappings are only page-aligned */
+    if (alignment <= LARGE_HEADER) { /* cached mappings are only page-aligned */
         base = cache_take(map_size, 2 * map_size, &map_size);
+        if (base == NULL && (base = cache_take_resizable(map_size, &resize_from)) == NULL)
+            resize_from = 0;
+    }
     pthread_mutex_unlock(&large_lock);
     unmap_all(expired, n);
+    if (resize_from != 0) {
+        char *resized = os_remap(base, resize_from, map_size);
+        if (resized == NULL)
+            os_unmap(base, resize_from);
+        base = resized;
+    }
     bool reused = base != NULL;
     if (base == NULL)
         base = os_map_aligned(map_size, alignment > page ? alignment : page);
