@@ -7,6 +7,7 @@ import os
 import platform
 import tempfile
 import statistics
+import shutil
 import subprocess
 import sys
 import time
@@ -92,6 +93,25 @@ def run_program(command, preload, env_extra=None, timeout=600):
     if out.returncode != 0:
         raise RuntimeError("%s failed (%d): %s" % (" ".join(command), out.returncode, out.stderr[-500:]))
     return [parse_fields(line) for line in out.stdout.splitlines() if "=" in line]
+
+
+MEMORY_CALLS = "mmap,munmap,mremap,madvise,mprotect,brk"
+
+
+def count_memory_calls(command, preload):
+    """The memory-management system calls (MEMORY_CALLS) a run makes, counted
+    by strace; None when strace is not installed."""
+    strace = shutil.which("strace")
+    if strace is None:
+        return None
+    with tempfile.NamedTemporaryFile(mode="r") as out:
+        subprocess.run([strace, "-f", "-c", "-o", out.name, "-e", "trace=" + MEMORY_CALLS] + command,
+                       env=environment(preload), capture_output=True, text=True, check=True)
+        for line in out.read().splitlines():
+            fields = line.split()
+            if fields and fields[-1] == "total":
+                return int(fields[3] if len(fields) >= 5 else fields[2])
+    return 0
 
 
 def run_timed(command, preload, peakrss):

@@ -21,19 +21,22 @@ SIZES = {
                   zsh=dict(string=[5000, 1], array=[3000], function=[2000], search=[2000]),
                   working_mb=16,
                   arena=dict(rounds=2000, spike_mb=16, strings=[22500], string_repeats=3),
-                  context_seconds=0.05, cxx=dict(objects=100000, map=40000, strings=10000)),
+                  context_seconds=0.05, cxx=dict(objects=100000, map=40000, strings=10000),
+                  loop_threads=[1, 2], loop_steps=100000, medium_steps=dict(medium=500, big=20)),
     "default": dict(replacements=2000000, threads=[1, 2, 4, 8, 16], pairs=[1, 2, 4],
                     cross_blocks=2000000, grow=[225000, 1350000], grow_repeats=21,
                     zsh=dict(string=[60000, 1], array=[60000], function=[40000], search=[20000]),
                     working_mb=500,
                     arena=dict(rounds=50000, spike_mb=256, strings=[225000, 1350000], string_repeats=11),
-                    context_seconds=0.5, cxx=dict(objects=16000000, map=1000000, strings=2000000)),
+                    context_seconds=0.5, cxx=dict(objects=16000000, map=1000000, strings=2000000),
+                    loop_threads=[1, 2, 4], loop_steps=20000000, medium_steps=dict(medium=20000, big=2000)),
     "full": dict(replacements=8000000, threads=[1, 2, 4, 8, 16], pairs=[1, 2, 4, 8],
                  cross_blocks=8000000, grow=[225000, 1350000], grow_repeats=51,
                  zsh=dict(string=[225000, 1], array=[200000], function=[100000], search=[100000]),
                  working_mb=500,
                  arena=dict(rounds=200000, spike_mb=256, strings=[225000, 1350000], string_repeats=31),
-                 context_seconds=2.0, cxx=dict(objects=64000000, map=4000000, strings=8000000)),
+                 context_seconds=2.0, cxx=dict(objects=64000000, map=4000000, strings=8000000),
+                 loop_threads=[1, 2, 4, 8], loop_steps=40000000, medium_steps=dict(medium=80000, big=4000)),
 }
 
 
@@ -126,6 +129,51 @@ class Suite:
                 "Memory in MB, %s / %s threads (Top: peak; Low: all freed, threads exited):\n\n%s\n"
                 % ("threads" if write == "pages" else "threads, partly written", how, speed,
                    ends[0], ends[1], harness.markdown_table(header, memory)))
+
+    def loops(self):
+        counts = self.sizes["loop_threads"]
+        rows = self.runs("loops", lambda t: "%d" % t,
+                         lambda t: [self.program("loops"), "-t", str(t), "-n", str(self.sizes["loop_steps"])],
+                         counts)
+        cases = ["%d" % t for t in counts]
+        table = self.with_peak(rows, cases, self.ratio_table(rows, cases, "ops_per_sec", harness.human),
+                               "top_rss_mb")
+        header = ["allocator"] + ["%s thr" % c for c in cases] + ["peak resident MB (%s thr)" % "/".join(cases)]
+        return ("### per-thread loops: every thread its own malloc/free loop of random small sizes\n"
+                "8..512 bytes, a ring of 16 live blocks a thread; alloc/free operations per second.\n\n%s\n"
+                % harness.markdown_table(header, table))
+
+    def medium(self):
+        modes = ["medium", "big"]
+        rows = self.runs("medium", lambda m: m,
+                         lambda m: [self.program("medium"), "-m", m, "-n", str(self.sizes["medium_steps"][m])],
+                         modes)
+        calls = {}
+        for name, preload in self.allocators:
+            for m in modes:
+                harness.progress("medium: system calls, %s, %s" % (m, name))
+                n = harness.count_memory_calls([self.program("medium"), "-m", m, "-n",
+                                                str(self.sizes["medium_steps"][m])], preload)
+                calls[(name, m)] = None if n is None else n / float(self.sizes["medium_steps"][m])
+        table = []
+        for row in self.ratio_table(rows, modes, "ops_per_sec", harness.human):
+            name = row[0]
+            cells = [row[0]]
+            for i, m in enumerate(modes):
+                per_op = calls[(name, m)]
+                cells += [row[1 + i], "%.2f" % self.med(rows, name, m, "faults_per_op"),
+                          "-" if per_op is None else "%.3f" % per_op]
+            cells.append(" / ".join("%.0f" % self.med(rows, name, m, "top_rss_mb") for m in modes))
+            table.append(cells)
+        header = ["allocator", "medium: ops/s", "faults/op", "calls/op", "big: ops/s", "faults/op",
+                  "calls/op", "peak resident MB (medium/big)"]
+        note = "" if shutil.which("strace") else "\nstrace is not installed (apt-get install strace): system calls not counted.\n"
+        return ("### medium and big blocks: buffers replaced one at a time\n"
+                "medium: 4 live blocks of 128 KiB..4 MiB, one replaced a step, three pages of each written;\n"
+                "big: 20 live blocks of 5..25 MiB replaced at random, each zeroed by the program. Operations\n"
+                "(a free and an allocation) per second; page faults per operation in the loop; memory system\n"
+                "calls (%s) per operation over the whole run, start-up included.\n\n%s\n%s"
+                % (harness.MEMORY_CALLS.replace(",", ", "), harness.markdown_table(header, table), note))
 
     def crossthread(self):
         pairs = self.sizes["pairs"]
@@ -360,7 +408,7 @@ class Suite:
                   "set key right top\nset arrow from 0, graph 0 to 0, graph 1 nohead dt 2\n")
 
 
-TABLES = ["threads", "threads_ends", "crossthread", "grow", "cxx", "zsh", "memtime", "arena", "context"]
+TABLES = ["threads", "threads_ends", "loops", "crossthread", "medium", "grow", "cxx", "zsh", "memtime", "arena", "context"]
 
 
 def main():
