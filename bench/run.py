@@ -22,21 +22,24 @@ SIZES = {
                   working_mb=16,
                   arena=dict(rounds=2000, spike_mb=16, strings=[22500], string_repeats=3),
                   context_seconds=0.05, cxx=dict(objects=100000, map=40000, strings=10000),
-                  loop_threads=[1, 2], loop_steps=100000, medium_steps=dict(medium=500, big=20)),
+                  loop_threads=[1, 2], loop_steps=100000, medium_steps=dict(medium=500, big=20),
+                  workloads=dict(server=1, churn=5, leak=100000)),
     "default": dict(replacements=2000000, threads=[1, 2, 4, 8, 16], pairs=[1, 2, 4],
                     cross_blocks=2000000, grow=[225000, 1350000], grow_repeats=21,
                     zsh=dict(string=[60000, 1], array=[60000], function=[40000], search=[20000]),
                     working_mb=500,
                     arena=dict(rounds=50000, spike_mb=256, strings=[225000, 1350000], string_repeats=11),
                     context_seconds=0.5, cxx=dict(objects=16000000, map=1000000, strings=2000000),
-                    loop_threads=[1, 2, 4], loop_steps=20000000, medium_steps=dict(medium=20000, big=2000)),
+                    loop_threads=[1, 2, 4], loop_steps=20000000, medium_steps=dict(medium=20000, big=2000),
+                    workloads=dict(server=20, churn=200, leak=4000000)),
     "full": dict(replacements=8000000, threads=[1, 2, 4, 8, 16], pairs=[1, 2, 4, 8],
                  cross_blocks=8000000, grow=[225000, 1350000], grow_repeats=51,
                  zsh=dict(string=[225000, 1], array=[200000], function=[100000], search=[100000]),
                  working_mb=500,
                  arena=dict(rounds=200000, spike_mb=256, strings=[225000, 1350000], string_repeats=31),
                  context_seconds=2.0, cxx=dict(objects=64000000, map=4000000, strings=8000000),
-                 loop_threads=[1, 2, 4, 8], loop_steps=40000000, medium_steps=dict(medium=80000, big=4000)),
+                 loop_threads=[1, 2, 4, 8], loop_steps=40000000, medium_steps=dict(medium=80000, big=4000),
+                 workloads=dict(server=80, churn=800, leak=16000000)),
 }
 
 
@@ -174,6 +177,22 @@ class Suite:
                 "(a free and an allocation) per second; page faults per operation in the loop; memory system\n"
                 "calls (%s) per operation over the whole run, start-up included.\n\n%s\n%s"
                 % (harness.MEMORY_CALLS.replace(",", ", "), harness.markdown_table(header, table), note))
+
+    def workloads(self):
+        rounds = self.sizes["workloads"]
+        cases = list(rounds)
+        rows = self.runs("workloads", lambda c: c,
+                         lambda c: [self.program("workloads"), "-m", c, "-n", str(rounds[c])], cases)
+        table = self.with_peak(rows, cases, self.ratio_table(rows, cases, "ops_per_sec", harness.human),
+                               "top_rss_mb")
+        header = ["allocator"] + cases + ["peak resident MB (%s)" % "/".join(cases)]
+        return ("### workloads: a server, thread churn, a small leak\n"
+                "server: 2 threads replace blocks of 8..1000 bytes in 40000 shared slots (freeing other\n"
+                "threads' blocks) and are replaced every 200000 steps, the newcomers inheriting the blocks;\n"
+                "churn: generations of 2 threads allocate 20000 blocks of 16..2000 bytes each, free four in\n"
+                "five soon after and hand the rest to the next generation; leak: one thread's short-lived\n"
+                "blocks of 16..512 bytes, one in a thousand never freed. Alloc/free operations per second.\n\n%s\n"
+                % harness.markdown_table(header, table))
 
     def crossthread(self):
         pairs = self.sizes["pairs"]
@@ -408,7 +427,7 @@ class Suite:
                   "set key right top\nset arrow from 0, graph 0 to 0, graph 1 nohead dt 2\n")
 
 
-TABLES = ["threads", "threads_ends", "loops", "crossthread", "medium", "grow", "cxx", "zsh", "memtime", "arena", "context"]
+TABLES = ["threads", "threads_ends", "loops", "crossthread", "medium", "workloads", "grow", "cxx", "zsh", "memtime", "arena", "context"]
 
 
 def main():

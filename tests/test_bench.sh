@@ -10,13 +10,13 @@ check() { if eval "$1"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "
 
 python3 bench/run.py --build "$BUILD" --mode smoke --repeats 1 --out "$out" > "$out/stdout" 2> "$out/progress"
 check '[ $? -eq 0 ]' "bench/run.py exits 0"
-for heading in "### threads (" "### threads, partly written" "### per-thread loops" "### cross-thread" "### medium and big blocks" "### grow" "### C++: operator new and delete" "### zsh" "### memory over time" "### arena" "### context"; do
+for heading in "### threads (" "### threads, partly written" "### per-thread loops" "### cross-thread" "### medium and big blocks" "### workloads" "### grow" "### C++: operator new and delete" "### zsh" "### memory over time" "### arena" "### context"; do
     check 'grep -q "^$heading" "$out/tables.md"' "table $heading"
 done
-for csv in threads threads_ends loops crossthread medium grow cxx zsh memtime arena context; do
+for csv in threads threads_ends loops crossthread medium workloads grow cxx zsh memtime arena context; do
     check '[ -s "$out/$csv.csv" ] && grep -q strata "$out/$csv.csv"' "$csv.csv with strata rows"
 done
-check '[ "$(grep -c "^| strata |" "$out/tables.md")" -ge 12 ]' "strata has a row in every table"
+check '[ "$(grep -c "^| strata |" "$out/tables.md")" -ge 13 ]' "strata has a row in every table"
 check 'grep -q "^| strata contexts |" "$out/tables.md" && grep -q "^| strata pool |" "$out/tables.md"' "context table rows"
 check 'grep -q "run 1/1" "$out/progress"' "progress lines"
 if command -v strace > /dev/null; then
