@@ -840,8 +840,9 @@ static const char *heap_check_locked(const struct heap *heap)
             if ((broken = page_check(page)) != NULL)
                 return broken;
             listed += page->listed;
-            /* Neither current nor listed: full, every block carved. */
-            if (!page->listed && page != heap->current[page->class_index] &&
+            /* Neither current nor listed: full, every block carved (a medium
+             * page always is). */
+            if (!page->listed && (page->class_index == CLASS_MEDIUM || page != heap->current[page->class_index]) &&
                 (page->free != NULL || page->capacity != page->reserved))
                 return BROKEN("page %p of class %u is neither current nor listed, yet has room",
                               (const void *)page, page->class_index);
