@@ -261,6 +261,18 @@ static size_t cache_expire(struct cached_mapping *out, bool all)
     return n;
 }
 
+/* Takes entry `i` out of the cache (none when CACHE_SLOTS): its base, and
+ * its size in *map_size. */
+static char *cache_take_slot(size_t i, size_t *map_size)
+{
+    if (i == CACHE_SLOTS)
+        return NULL;
+    char *base = cache[i].base;
+    *map_size = cache[i].map_size;
+    cache_remove(i);
+    return base;
+}
+
 /* The smallest cached mapping of at least `low` and at most `high` bytes. */
 static char *cache_take(size_t low, size_t high, size_t *map_size)
 {
@@ -269,12 +281,7 @@ static char *cache_take(size_t low, size_t high, size_t *map_size)
         if (cache[i].map_size >= low && cache[i].map_size <= high &&
             (best == CACHE_SLOTS || cache[i].map_size < cache[best].map_size))
             best = i;
-    if (best == CACHE_SLOTS)
-        return NULL;
-    char *base = cache[best].base;
-    *map_size = cache[best].map_size;
-    cache_remove(best);
-    return base;
+    return cache_take_slot(best, map_size);
 }
 
 /* For a mapping of `size` bytes that no cached one fits as it is: the
@@ -296,12 +303,7 @@ static char *cache_take_resizable(size_t size, size_t *map_size)
         if (have >= size ? had < size || have < had : had < size && have > had)
             best = i;
     }
-    if (best == CACHE_SLOTS)
-        return NULL;
-    char *base = cache[best].base;
-    *map_size = cache[best].map_size;
-    cache_remove(best);
-    return base;
+    return cache_take_slot(best, map_size);
 }
 
 /* Keeps a freed mapping if it fits, evicting the oldest; false if it does

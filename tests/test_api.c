@@ -133,52 +133,42 @@ static void test_realloc(void)
     strata_free(keep);
 }
 
+/* Grows *p 1000 bytes at a time from *n until it reaches `until`, the new
+ * bytes written; counts the moves. False if a realloc failed. */
+static int grow_in_steps(unsigned char **p, size_t *n, size_t until, size_t *moves, size_t *steps)
+{
+    *moves = *steps = 0;
+    while (*n < until) {
+        size_t next = *n + 1000;
+        unsigned char *q = strata_realloc(*p, next);
+        if (q == NULL)
+            return 0;
+        *moves += q != *p;
+        ++*steps;
+        memset(q + *n, 0x77, next - *n);
+        *p = q;
+        *n = next;
+    }
+    return 1;
+}
+
 /* As in zsh's mmap string test, a string grown in small steps: as a medium
  * block (in the segments) it grows into the slices after it or moves to
  * 1/8 more, far fewer moves than steps; past MEDIUM_MAX it moves with
  * mremap: no new mapping and no copy. */
 static void test_large_growth(void)
 {
-    size_t n = 200000, start = n;
+    size_t n = 200000, start = n, moves, steps;
     unsigned char *p = strata_malloc(n);
     fill(p, n, 9);
-    size_t moves = 0, steps = 0;
-    int intact = 1;
-    while (n < MEDIUM_MAX + 4096) {
-        size_t next = n + 1000;
-        unsigned char *q = strata_realloc(p, next);
-        if (q == NULL) {
-            intact = 0;
-            break;
-        }
-        moves += q != p;
-        steps++;
-        memset(q + n, 0x77, next - n);
-        p = q;
-        n = next;
-    }
-    CHECK(intact);
+    CHECK(grow_in_steps(&p, &n, MEDIUM_MAX + 4096, &moves, &steps));
     CHECK(moves * 50 < steps);
     CHECK(filled(p, start, 9) && p[n - 1] == 0x77);
     size_t maps = os_map_count();
-    moves = steps = 0;
-    while (n < (32u << 20)) {
-        size_t next = n + 1000;
-        unsigned char *q = strata_realloc(p, next);
-        if (q == NULL) {
-            intact = 0;
-            break;
-        }
-        moves += q != p;
-        steps++;
-        memset(q + n, 0x77, next - n);
-        p = q;
-        n = next;
-    }
-    CHECK(intact);
+    CHECK(grow_in_steps(&p, &n, (size_t)32 << 20, &moves, &steps));
     CHECK(os_map_count() == maps);
     CHECK(moves * 50 < steps);
-    CHECK(filled(p, 200000, 9) && p[n - 1] == 0x77);
+    CHECK(filled(p, start, 9) && p[n - 1] == 0x77);
     strata_free(p);
 }
 
