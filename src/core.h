@@ -49,9 +49,8 @@ size_t class_slices(unsigned class_index);
  * segment's (heap lock held); NULL when there is no room (or memory). */
 struct page *page_new(struct heap *heap, unsigned class_index, bool may_map);
 /* A medium page (layout.h, CLASS_MEDIUM) of just enough slices for `size`,
- * its one block handed out; *dirty when its slices may hold old data. NULL
- * without memory (heap lock held). */
-struct page *page_new_medium(struct heap *heap, size_t size, bool *dirty);
+ * its one block handed out; NULL without memory (heap lock held). */
+struct page *page_new_medium(struct heap *heap, size_t size);
 /* Grows a medium page in place to hold `size`, when the slices after it
  * are free; false if they are not (heap lock held, the page's owner). */
 bool page_grow_medium(struct heap *heap, struct page *page, size_t size);

@@ -447,21 +447,20 @@ static void bins_flush_all(struct heap *heap)
 /* ---- medium blocks (layout.h, CLASS_MEDIUM) ------------------------------ */
 void *heap_medium_alloc(struct heap *heap, size_t size, bool zero)
 {
-    bool dirty;
     pthread_mutex_lock(&heap->lock);
     heap_maybe_purge(heap);
-    struct page *page = page_new_medium(heap, size, &dirty);
+    struct page *page = page_new_medium(heap, size);
     pthread_mutex_unlock(&heap->lock);
     if (page == NULL)
         return NULL;
     counters_bytes_out((long)page->block_size);
-    /* Resident slices may hold an old block's free-block words, which a free
-     * would take for a double free: they are cleared as block_take clears a
-     * small block's. Purged ones read as zero, unless the purge failed: a
+    /* The slices may hold an old block's free-block words (resident ones, or
+     * purged ones whose purge failed), which a free would take for a double
+     * free: they are cleared as block_take clears a small block's, and a
      * zeroed block is always written. */
     if (zero)
         memset(page->start, 0, size);
-    else if (dirty)
+    else
         block_take((struct block *)page->start);
     return page->start;
 }

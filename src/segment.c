@@ -125,10 +125,8 @@ size_t class_slices(unsigned class_index)
 
 /* Takes a run of `length` free slices from the heap's segments (resident
  * ones first), or from a new segment with `may_map`, for a page of the
- * class, and names them; *dirty says whether any of them may still hold
- * old data (the others read as zero). Heap lock held. */
-static struct page *page_take(struct heap *heap, size_t length, unsigned class_index, bool may_map,
-                              bool *dirty)
+ * class, and names them. Heap lock held. */
+static struct page *page_take(struct heap *heap, size_t length, unsigned class_index, bool may_map)
 {
     struct segment *segment = NULL;
     uint64_t starts = 0;
@@ -159,7 +157,6 @@ static struct page *page_take(struct heap *heap, size_t length, unsigned class_i
     unsigned first = (unsigned)__builtin_ctzll(starts);
     strata_assert_cmp(first + length, <=, SLICES_PER_SEGMENT);
     uint64_t run = (length == 64 ? ~(uint64_t)0 : (((uint64_t)1 << length) - 1)) << first;
-    *dirty = (segment->dirty_mask & run) != 0;
     heap->dirty_slices -= (size_t)__builtin_popcountll(segment->dirty_mask & run);
     segment->free_mask &= ~run;
     segment->dirty_mask &= ~run;
@@ -179,9 +176,8 @@ static struct page *page_take(struct heap *heap, size_t length, unsigned class_i
 
 struct page *page_new(struct heap *heap, unsigned class_index, bool may_map)
 {
-    bool dirty;
     size_t length = class_slices(class_index);
-    struct page *page = page_take(heap, length, class_index, may_map, &dirty);
+    struct page *page = page_take(heap, length, class_index, may_map);
     if (page == NULL)
         return NULL;
     page->block_size = class_size[class_index];
@@ -190,11 +186,11 @@ struct page *page_new(struct heap *heap, unsigned class_index, bool may_map)
     return page;
 }
 
-struct page *page_new_medium(struct heap *heap, size_t size, bool *dirty)
+struct page *page_new_medium(struct heap *heap, size_t size)
 {
     strata_assert(size > SMALL_MAX && size <= MEDIUM_MAX);
     size_t length = (size + SLICE_SIZE - 1) / SLICE_SIZE;
-    struct page *page = page_take(heap, length, CLASS_MEDIUM, true, dirty);
+    struct page *page = page_take(heap, length, CLASS_MEDIUM, true);
     if (page == NULL)
         return NULL;
     page->block_size = (uint32_t)(length * SLICE_SIZE);
