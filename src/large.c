@@ -362,18 +362,26 @@ void *large_alloc(size_t size, size_t alignment, bool zero)
         return NULL;
     }
     size_t map_size = round_to_page(size + offset);
-    struct cached_mapping expired[CACHE_SLOTS];
+    struct cached_mapping expired[CACHE_SLOTS], evicted[CACHE_SLOTS + 1];
     char *base = NULL;
-    size_t resize_from = 0;
+    size_t resize_from = 0, n_evicted = 0;
     pthread_mutex_lock(&large_lock);
     size_t n = cache_expire(expired, false);
     if (alignment <= LARGE_HEADER) { /* cached mappings are only page-aligned */
         base = cache_take(map_size, 2 * map_size, &map_size);
         if (base == NULL && (base = cache_take_resizable(map_size, &resize_from)) == NULL)
             resize_from = 0;
+        /* A larger one is split: its tail stays cached, resident, as a
+         * mapping of its own, where shrinking it would give the pages back. */
+        if (resize_from > map_size) {
+            if (!cache_put(base + map_size, resize_from - map_size, evicted, &n_evicted))
+                evicted[n_evicted++] = (struct cached_mapping){base + map_size, resize_from - map_size, 0};
+            resize_from = 0;
+        }
     }
     pthread_mutex_unlock(&large_lock);
     unmap_all(expired, n);
+    unmap_all(evicted, n_evicted);
     if (resize_from != 0) {
         char *resized = os_remap(base, resize_from, map_size);
         if (resized == NULL)

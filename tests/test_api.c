@@ -172,6 +172,25 @@ static void test_large_growth(void)
     strata_free(p);
 }
 
+/* A freed large mapping is reused for a smaller request without a new
+ * mapping, and the part it does not need stays cached for the next. */
+static void test_large_reuse(void)
+{
+    unsigned char *big = strata_malloc((size_t)20 << 20);
+    CHECK(big != NULL);
+    memset(big, 5, (size_t)20 << 20);
+    strata_free(big);
+    size_t maps = os_map_count();
+    unsigned char *a = strata_malloc((size_t)8 << 20);
+    unsigned char *b = strata_malloc((size_t)10 << 20);
+    CHECK(a != NULL && b != NULL && os_map_count() == maps);
+    fill(a, (size_t)8 << 20, 6);
+    fill(b, (size_t)10 << 20, 7);
+    CHECK(filled(a, (size_t)8 << 20, 6) && filled(b, (size_t)10 << 20, 7));
+    strata_free(a);
+    strata_free(b);
+}
+
 static void test_aligned(void)
 {
     for (size_t align = 1; align <= ((size_t)64 << 20); align *= 2) {
@@ -273,6 +292,7 @@ int main(void)
     test_calloc();
     test_realloc();
     test_large_growth();
+    test_large_reuse();
     test_aligned();
     test_usable_size();
     return check_finish();
