@@ -362,7 +362,7 @@ void *large_alloc(size_t size, size_t alignment, bool zero)
         return NULL;
     }
     size_t map_size = round_to_page(size + offset);
-    struct cached_mapping expired[CACHE_SLOTS], evicted[CACHE_SLOTS + 1];
+    struct cached_mapping expired[CACHE_SLOTS], evicted[CACHE_SLOTS + 1] = {{0}};
     char *base = NULL;
     size_t resize_from = 0, n_evicted = 0;
     pthread_mutex_lock(&large_lock);
