@@ -55,8 +55,8 @@ struct page *page_new_medium(struct heap *heap, size_t size);
  * are free; false if they are not (heap lock held, the page's owner). */
 bool page_grow_medium(struct heap *heap, struct page *page, size_t size);
 /* Gives an empty page's slices back to its segment (heap lock held, or the
- * heap's thread exiting); false: the segment stays, even when it empties. */
-bool page_release(struct heap *heap, struct page *page);
+ * heap's thread exiting); the segment stays, even when it empties. */
+void page_release(struct heap *heap, struct page *page);
 /* Empty segments whose slices have all been purged go back to the cache or
  * the OS, all but the heap's last (heap lock held). */
 void heap_release_empty_segments(struct heap *heap);

@@ -161,14 +161,12 @@ static void list_push(struct heap *heap, struct page *page)
     page->listed = 1;
 }
 
-/* A medium page's one block is free: the page goes back to its segment. */
-static STRATA_NOINLINE void medium_page_free(struct heap *heap, struct page *page)
+/* An emptied page goes back to its segment, and the purge policy runs. */
+static STRATA_NOINLINE void page_give_back(struct heap *heap, struct page *page)
 {
-    strata_assert_cmp(page->used, ==, 1);
-    page->used = 0;
     pthread_mutex_lock(&heap->lock);
-    if (!page_release(heap, page))
-        heap_maybe_purge(heap);
+    page_release(heap, page);
+    heap_maybe_purge(heap);
     pthread_mutex_unlock(&heap->lock);
 }
 
@@ -176,8 +174,10 @@ void page_free_block(struct heap *heap, struct page *page, struct block *block)
 {
     if (unlikely(!page->in_use))
         report_fatal("free of a block that is not allocated", block);
-    if (unlikely(page->class_index == CLASS_MEDIUM)) {
-        medium_page_free(heap, page);
+    if (unlikely(page->class_index == CLASS_MEDIUM)) { /* its one block */
+        strata_assert_cmp(page->used, ==, 1);
+        page->used = 0;
+        page_give_back(heap, page);
         return;
     }
     strata_assert_cmp(page->used, >, 0);
@@ -194,10 +194,7 @@ void page_free_block(struct heap *heap, struct page *page, struct block *block)
     if (page->used == 0) {
         if (page->listed)
             list_remove(heap, page);
-        pthread_mutex_lock(&heap->lock);
-        if (!page_release(heap, page))
-            heap_maybe_purge(heap);
-        pthread_mutex_unlock(&heap->lock);
+        page_give_back(heap, page);
     } else if (!page->listed) {
         list_push(heap, page);
     }

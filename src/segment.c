@@ -123,6 +123,16 @@ size_t class_slices(unsigned class_index)
     return (size * 4 + SLICE_SIZE - 1) / SLICE_SIZE;
 }
 
+/* The run of free slices leaves the segment's free, dirty and aging masks,
+ * and the heap's count of dirty slices. */
+static void slices_claim(struct heap *heap, struct segment *segment, uint64_t run)
+{
+    heap->dirty_slices -= (size_t)__builtin_popcountll(segment->dirty_mask & run);
+    segment->free_mask &= ~run;
+    segment->dirty_mask &= ~run;
+    segment->aging_mask &= ~run;
+}
+
 /* Takes a run of `length` free slices from the heap's segments (resident
  * ones first), or from a new segment with `may_map`, for a page of the
  * class, and names them. Heap lock held. */
@@ -157,10 +167,7 @@ static struct page *page_take(struct heap *heap, size_t length, unsigned class_i
     unsigned first = (unsigned)__builtin_ctzll(starts);
     strata_assert_cmp(first + length, <=, SLICES_PER_SEGMENT);
     uint64_t run = (length == 64 ? ~(uint64_t)0 : (((uint64_t)1 << length) - 1)) << first;
-    heap->dirty_slices -= (size_t)__builtin_popcountll(segment->dirty_mask & run);
-    segment->free_mask &= ~run;
-    segment->dirty_mask &= ~run;
-    segment->aging_mask &= ~run;
+    slices_claim(heap, segment, run);
     segment->pages_in_use++;
     slices_name(segment, first, (unsigned)length, class_index, first);
     strata_assert((segment->free_mask & 1) == 0 && (run & 1) == 0);
@@ -186,10 +193,16 @@ struct page *page_new(struct heap *heap, unsigned class_index, bool may_map)
     return page;
 }
 
+/* The slices of a medium page for `size` bytes. */
+static size_t medium_slices(size_t size)
+{
+    return (size + SLICE_SIZE - 1) / SLICE_SIZE;
+}
+
 struct page *page_new_medium(struct heap *heap, size_t size)
 {
     strata_assert(size > SMALL_MAX && size <= MEDIUM_MAX);
-    size_t length = (size + SLICE_SIZE - 1) / SLICE_SIZE;
+    size_t length = medium_slices(size);
     struct page *page = page_take(heap, length, CLASS_MEDIUM, true);
     if (page == NULL)
         return NULL;
@@ -203,7 +216,7 @@ bool page_grow_medium(struct heap *heap, struct page *page, size_t size)
     strata_assert(page->class_index == CLASS_MEDIUM && size <= MEDIUM_MAX);
     struct segment *segment = segment_of(page->start);
     unsigned first = slice_of(page->start);
-    size_t length = (size + SLICE_SIZE - 1) / SLICE_SIZE;
+    size_t length = medium_slices(size);
     if (length <= page->slice_count)
         return true;
     if (first + length > SLICES_PER_SEGMENT)
@@ -211,10 +224,7 @@ bool page_grow_medium(struct heap *heap, struct page *page, size_t size)
     uint64_t run = (((uint64_t)1 << (length - page->slice_count)) - 1) << (first + page->slice_count);
     if ((segment->free_mask & run) != run)
         return false;
-    heap->dirty_slices -= (size_t)__builtin_popcountll(segment->dirty_mask & run);
-    segment->free_mask &= ~run;
-    segment->dirty_mask &= ~run;
-    segment->aging_mask &= ~run;
+    slices_claim(heap, segment, run);
     slices_name(segment, first + page->slice_count, (unsigned)(length - page->slice_count), CLASS_MEDIUM, first);
     page->slice_count = (uint8_t)length;
     page->block_size = (uint32_t)(length * SLICE_SIZE);
@@ -297,7 +307,7 @@ static uint64_t page_forget(struct segment *segment, struct page *page)
     return run;
 }
 
-bool page_release(struct heap *heap, struct page *page)
+void page_release(struct heap *heap, struct page *page)
 {
     struct segment *segment = segment_of(page);
     strata_assert(page->used == 0 && !page->listed);
@@ -312,7 +322,6 @@ bool page_release(struct heap *heap, struct page *page)
         if (broken != NULL)
             report_assert(__FILE__, __LINE__, "segment_check after a page release", "%s", broken);
     }
-    return false;
 }
 
 void heap_release_empty_segments(struct heap *heap)
