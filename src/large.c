@@ -285,9 +285,9 @@ static char *cache_take(size_t low, size_t high, size_t *map_size)
 }
 
 /* For a mapping of `size` bytes that no cached one fits as it is: the
- * smallest cached one above it, or else the largest of at least size / 4,
- * to be resized with mremap: its resident pages are reused where a new
- * mapping would fault every page in. */
+ * smallest cached one above it (the caller splits off its tail), or else the
+ * largest of at least size / 4 (the caller grows it with mremap): its
+ * resident pages are reused where a new mapping would fault every page in. */
 static char *cache_take_resizable(size_t size, size_t *map_size)
 {
     size_t best = CACHE_SLOTS;
@@ -369,8 +369,8 @@ void *large_alloc(size_t size, size_t alignment, bool zero)
     size_t n = cache_expire(expired, false);
     if (alignment <= LARGE_HEADER) { /* cached mappings are only page-aligned */
         base = cache_take(map_size, 2 * map_size, &map_size);
-        if (base == NULL && (base = cache_take_resizable(map_size, &resize_from)) == NULL)
-            resize_from = 0;
+        if (base == NULL)
+            base = cache_take_resizable(map_size, &resize_from); /* leaves resize_from 0 if none */
         /* A larger one is split: its tail stays cached, resident, as a
          * mapping of its own, where shrinking it would give the pages back. */
         if (resize_from > map_size) {

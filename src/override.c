@@ -88,14 +88,16 @@ EXPORT int malloc_trim(size_t pad)
     return os_purged_bytes() > purged || os_mapped_bytes() < mapped;
 }
 
-/* What strata holds mapped for small blocks: glibc's "arena". */
+/* What strata holds mapped for small blocks: glibc's "arena" (the blocks
+ * above 128 KiB, medium ones in segments too, are its "hblk" ones). */
 static size_t small_mapped(const struct strata_stats *s)
 {
     return s->mapped > s->large_bytes ? s->mapped - s->large_bytes : 0;
 }
 
 /* glibc's fields from strata's statistics: small blocks are the "arena",
- * large mappings the "hblk" ones; uordblks + hblkhd is what is allocated. */
+ * blocks above 128 KiB the "hblk" ones; uordblks + hblkhd is what is
+ * allocated. */
 EXPORT struct mallinfo2 mallinfo2(void)
 {
     struct strata_stats s;
