@@ -115,7 +115,7 @@ struct strata_stats {
     size_t cached;          /* bytes in thread caches, free pages and cached mappings */
     size_t large_blocks;    /* live blocks above 128 KiB: to 3.75 MiB in segments, above mapped directly */
     size_t large_bytes;
-    size_t live_heaps;      /* heaps with a live thread */
+    size_t live_heaps;      /* heaps with a live thread (an exited thread's heap kept for the next is not one; its memory is counted) */
     size_t abandoned_segments; /* segments of exited threads still holding blocks */
     size_t classes;         /* entries used in size_class */
     struct {

@@ -26,6 +26,7 @@ STRATA_EXPORT void strata_trim(void)
 {
     strata_init();
     heap_trim_own();
+    heap_retire_parked(true);
     heap_for_each_live(purge_all, NULL, true);
     segment_cache_release();
     large_cache_release();

@@ -108,9 +108,15 @@ void large_fork_child(void);
 
 /* ---- heap.c: thread heaps --------------------------------------------- */
 extern STRATA_INTERNAL struct page page_empty;
-/* Creates the thread-exit key (start-up, before any heap). */
-void heap_threads_init(void);
-/* Gives the calling thread a heap (start-up done); NULL without memory. */
+/* Creates the thread-exit key (start-up, before any heap), whose destructor
+ * init.c gives. */
+void heap_threads_init(void (*on_thread_exit)(void *));
+/* The calling thread's exit (its key's destructor, given the heap): parks
+ * the heap for the next thread, or gives it up at once without a purger or
+ * purge delay. True when parked: the purger must then run to retire it. */
+bool heap_thread_exit(struct heap *heap);
+/* Gives the calling thread a heap (start-up done): the newest one an exited
+ * thread parked, else a fresh one; NULL without memory. */
 STRATA_NOINLINE struct heap *heap_acquire(void);
 /* Takes a block of a class whose bin is empty, refilling the bin; NULL
  * when no memory is to be had (errno untouched). */
@@ -149,6 +155,10 @@ extern STRATA_INTERNAL _Atomic int purger_request;
 void heap_for_each_live(void (*fn)(struct heap *, void *), void *arg, bool try_only);
 /* Returns the caller's cached blocks and empty pages, then purges. */
 void heap_trim_own(void);
+/* Gives up the heaps of exited threads parked for longer than the purge
+ * delay (`all`: every one), as their threads' exits would have without a
+ * purger. Call with no lock held. */
+void heap_retire_parked(bool all);
 /* The debug build's checks at a page refill (the page and the bin), and
  * now and then of the whole heap. */
 void heap_debug_refill(struct heap *heap, unsigned class_index);

@@ -26,6 +26,9 @@ STRATA_TLS struct heap *thread_heap = &heap_empty;
 /* The pool: heaps of exited threads, and heaps never used yet. */
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct heap *pool_free;
+/* Heaps of exited threads kept whole (segments, resident free slices,
+ * pages), newest first, for the next thread to take (pool lock). */
+static struct heap *pool_parked;
 /* Every heap ever made, newest first; pushed once (under the pool lock),
  * never unlinked, walked without a lock. */
 static _Atomic(struct heap *) all_heaps;
@@ -42,11 +45,9 @@ static void purger_ask(void)
 /* Heaps are carved from mappings of this size, a cache line apart. */
 #define HEAP_POOL_CHUNK ((size_t)64 * 1024)
 
-static void heap_thread_exit(void *value);
-
-void heap_threads_init(void)
+void heap_threads_init(void (*on_thread_exit)(void *))
 {
-    if (pthread_key_create(&exit_key, heap_thread_exit) != 0)
+    if (pthread_key_create(&exit_key, on_thread_exit) != 0)
         report_fatal("cannot create the thread-exit key", NULL);
 }
 
@@ -100,11 +101,43 @@ static uint32_t bin_base_limit(unsigned class_index)
     return (uint32_t)(limit < BIN_MIN_BLOCKS ? BIN_MIN_BLOCKS : limit > BIN_BASE_MAX_BLOCKS ? BIN_BASE_MAX_BLOCKS : limit);
 }
 
+/* The newest parked heap, now the calling thread's: its segments, pages and
+ * resident free slices serve the thread from its first allocation. */
+static struct heap *heap_unpark(void)
+{
+    pthread_mutex_lock(&pool_lock);
+    struct heap *heap = pool_parked;
+    if (heap != NULL)
+        pool_parked = heap->next_free;
+    pthread_mutex_unlock(&pool_lock);
+    if (heap == NULL)
+        return NULL;
+    pthread_mutex_lock(&heap->lock);
+    strata_assert(heap->live && heap->parked_at != 0);
+    heap->parked_at = 0;
+    heap->next_free = NULL;
+    pthread_mutex_unlock(&heap->lock);
+    return heap;
+}
+
+static void heap_own(struct heap *heap)
+{
+    counters_thread_begin();
+    thread_heap = heap;
+    pthread_setspecific(exit_key, heap);
+}
+
 struct heap *heap_acquire(void)
 {
     strata_assert(thread_heap == &heap_empty);
     strata_assert_cmp(class_size[CLASS_COUNT - 1], ==, SMALL_MAX); /* configured */
-    struct heap *heap = heap_from_pool();
+    struct heap *heap = heap_unpark();
+    if (heap != NULL) {
+        heap_own(heap);
+        heap_collect_remote(heap); /* what other threads freed meanwhile */
+        return heap;
+    }
+    heap = heap_from_pool();
     if (heap == NULL)
         return NULL;
     strata_assert(!heap->live);
@@ -127,12 +160,11 @@ struct heap *heap_acquire(void)
     /* Live (visible to the purger and statistics) only once initialised. */
     pthread_mutex_lock(&heap->lock);
     heap->live = true;
+    heap->parked_at = 0;
     pthread_mutex_unlock(&heap->lock);
-    counters_thread_begin();
     if (strata_options.background_purge == BACKGROUND_PURGE_ALWAYS)
         purger_ask();
-    thread_heap = heap;
-    pthread_setspecific(exit_key, heap);
+    heap_own(heap);
     return heap;
 }
 
@@ -607,9 +639,35 @@ void heap_purge_idle(struct heap *heap, void *unused)
 
 
 /* ---- thread exit ------------------------------------------------------------ */
+/* A thread's exit parks its heap whole: bins flushed and remote frees
+ * collected, so that what it holds is counted in its pages, but its
+ * segments, pages and resident free slices kept for the next thread to
+ * start (heap_unpark), which then faults in nothing and maps nothing.
+ * Other threads' frees of its blocks push onto its remote list meanwhile,
+ * as to a running owner's. One that stays parked for the purge delay is
+ * retired by the purger (heap_retire_parked), as if its thread had just
+ * exited without parking: its empty segments go back to the OS and the
+ * others to the abandoned list. Without a purger thread to do that
+ * (STRATA_BACKGROUND_PURGE=0) or with a purge delay of 0, exit retires the
+ * heap at once. */
+
+/* The current pages with no block in use go back to their segments. */
+static void current_release_empty(struct heap *heap)
+{
+    for (unsigned c = 0; c < CLASS_COUNT; c++) {
+        struct page *page = heap->current[c];
+        if (page->in_use && page->used == 0) {
+            heap->current[c] = &page_empty;
+            page_release(heap, page);
+        }
+    }
+}
+
+/* Gives up a heap no thread owns (a parked one, or the exiting thread's):
+ * its segments leave it, and it goes back to the pool empty. */
 static void heap_abandon(struct heap *heap)
 {
-    strata_assert(heap->live && thread_heap == &heap_empty);
+    strata_assert(heap->live);
     /* Not live first, waiting for a purger or statistics call that may hold
      * the lock: from here on only this thread looks. */
     pthread_mutex_lock(&heap->lock);
@@ -618,7 +676,7 @@ static void heap_abandon(struct heap *heap)
     if (STRATA_DEBUG_BUILD) {
         const char *broken = heap_check(heap);
         if (broken != NULL)
-            report_assert(__FILE__, __LINE__, "heap_check at thread exit", "%s", broken);
+            report_assert(__FILE__, __LINE__, "heap_check as a heap is given up", "%s", broken);
     }
     bins_flush_all(heap);
     heap_collect_remote(heap);
@@ -633,7 +691,6 @@ static void heap_abandon(struct heap *heap)
     }
     heap_segments_abandon(heap);
     strata_assert(heap->segments == NULL && heap->dirty_slices == 0);
-    counters_thread_end();
     /* From here every free of this heap's blocks takes the abandoned path;
      * closing the list sends late remote frees there too. */
     struct block *late = atomic_exchange_explicit(&heap->remote, REMOTE_CLOSED, memory_order_acq_rel);
@@ -649,13 +706,65 @@ static void heap_abandon(struct heap *heap)
     pthread_mutex_unlock(&pool_lock);
 }
 
-static void heap_thread_exit(void *value)
+static void heap_park(struct heap *heap)
 {
-    struct heap *heap = value;
+    if (STRATA_DEBUG_BUILD) {
+        const char *broken = heap_check(heap);
+        if (broken != NULL)
+            report_assert(__FILE__, __LINE__, "heap_check at thread exit", "%s", broken);
+    }
+    bins_flush_all(heap);
+    heap_collect_remote(heap);
+    pthread_mutex_lock(&heap->lock);
+    current_release_empty(heap);
+    if (heap->dirty_slices > PARK_DIRTY_SLICES)
+        heap_purge_dirty(heap);
+    heap->parked_at = os_now_ns();
+    pthread_mutex_unlock(&heap->lock);
+    pthread_mutex_lock(&pool_lock);
+    heap->next_free = pool_parked;
+    pool_parked = heap;
+    pthread_mutex_unlock(&pool_lock);
+}
+
+bool heap_thread_exit(struct heap *heap)
+{
     if (heap == NULL || heap == &heap_empty)
-        return;
+        return false;
     thread_heap = &heap_empty;
-    heap_abandon(heap);
+    bool park = strata_options.purge_delay_ns != 0 &&
+                strata_options.background_purge != BACKGROUND_PURGE_NEVER;
+    if (park)
+        heap_park(heap);
+    else
+        heap_abandon(heap);
+    counters_thread_end();
+    if (park) /* the purger retires it if no thread comes for it */
+        purger_ask();
+    return park;
+}
+
+void heap_retire_parked(bool all)
+{
+    uint64_t now = os_now_ns();
+    struct heap *retired = NULL;
+    pthread_mutex_lock(&pool_lock);
+    for (struct heap **at = &pool_parked; *at != NULL;) {
+        struct heap *heap = *at;
+        if (all || now - heap->parked_at >= strata_options.purge_delay_ns) {
+            *at = heap->next_free;
+            heap->next_free = retired;
+            retired = heap;
+        } else {
+            at = &heap->next_free;
+        }
+    }
+    pthread_mutex_unlock(&pool_lock);
+    while (retired != NULL) {
+        struct heap *next = retired->next_free;
+        heap_abandon(retired);
+        retired = next;
+    }
 }
 
 /* ---- walks, fork, trim -------------------------------------------------------- */
@@ -716,13 +825,7 @@ void heap_trim_own(void)
     bins_flush_all(heap);
     heap_collect_remote(heap);
     pthread_mutex_lock(&heap->lock);
-    for (unsigned c = 0; c < CLASS_COUNT; c++) {
-        struct page *page = heap->current[c];
-        if (page->in_use && page->used == 0) {
-            heap->current[c] = &page_empty;
-            page_release(heap, page);
-        }
-    }
+    current_release_empty(heap);
     heap_purge_dirty(heap);
     pthread_mutex_unlock(&heap->lock);
 }

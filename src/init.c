@@ -1,9 +1,10 @@
-/* init.c: the process's start-up, fork handling and the purger thread, in
- * one place above the layers they set up. Start-up runs as a constructor
- * while the process has one thread (or at the first call before it), so a
- * fork can never catch it half done; fork takes every lock in the lock order
- * (core.h) and the child re-creates them; the purger thread gives back what
- * heaps leave idle. */
+/* init.c: the process's start-up, thread exit, fork handling and the
+ * purger thread, in one place above the layers they set up. Start-up runs
+ * as a constructor while the process has one thread (or at the first call
+ * before it), so a fork can never catch it half done; fork takes every lock
+ * in the lock order (core.h) and the child re-creates them; the purger
+ * thread gives back what heaps leave idle and retires the heaps exited
+ * threads parked. */
 #include <pthread.h>
 #include <stdatomic.h>
 
@@ -44,6 +45,14 @@ static void fork_child(void)
     large_fork_child();
 }
 
+/* A thread with a heap exits: a parked heap needs the purger, which may be
+ * started here, outside every lock. */
+static void thread_exit(void *heap)
+{
+    if (heap_thread_exit(heap))
+        purger_start();
+}
+
 void strata_init(void)
 {
     /* A call from within (pthread_atfork may allocate) goes on: the
@@ -51,7 +60,7 @@ void strata_init(void)
     if (!once_begin(&init_once, &init_running_here))
         return;
     config_init();
-    heap_threads_init();
+    heap_threads_init(thread_exit);
     pthread_atfork(fork_prepare, fork_parent, fork_child);
     stats_init();
     once_end(&init_once, &init_running_here);
@@ -63,8 +72,9 @@ __attribute__((constructor)) static void strata_init_at_load(void)
 }
 
 /* Every purge delay, the aged free slices of every heap whose lock is free
- * go back, and so do expired cached large mappings: a program that frees a
- * working set and then goes quiet shrinks. */
+ * go back, so do the heaps exited threads parked that long, and expired
+ * cached large mappings: a program that frees a working set and then goes
+ * quiet shrinks. */
 static void *purger_main(void *arg)
 {
     (void)arg;
@@ -72,6 +82,7 @@ static void *purger_main(void *arg)
     for (;;) {
         os_sleep_ns(delay);
         heap_for_each_live(heap_purge_idle, NULL, true);
+        heap_retire_parked(false);
         large_cache_expire_now();
     }
     return NULL;

@@ -38,6 +38,10 @@ _Static_assert(SMALL_MAX * 4 <= (SLICES_PER_SEGMENT - 1) * SLICE_SIZE,
  * thread (STRATA_BACKGROUND_PURGE=2). */
 #define HEAP_DIRTY_LIMIT 512
 #define PURGER_WANTED_SLICES 64
+/* A heap parked at thread exit keeps up to this many free slices (1 MiB)
+ * resident for the next thread; one holding more purges them all first, so
+ * that what a program frees before its threads exit goes back at once. */
+#define PARK_DIRTY_SLICES 16
 /* Empty, purged segments kept mapped process-wide to avoid mmap churn. */
 #define SEGMENT_CACHE_MAX 4
 
@@ -253,7 +257,10 @@ struct heap {
     uint64_t refills;                    /* debug build: refills since the last full check */
     struct heap *next_free;              /* the heap pool's free list (pool lock) */
     _Atomic(struct heap *) next_all;     /* every heap ever made; never unlinked */
-    bool live;                           /* a thread owns it (heap lock) */
+    bool live;                           /* a thread owns it, or it is parked (heap lock) */
+    /* When its thread exited, leaving it whole for the next thread; 0 while
+     * a thread owns it (heap lock). */
+    uint64_t parked_at;
     uintptr_t owner_word;                /* what this heap writes as owner */
     /* Guards the heap's segments (their list, slice masks, dirty counts)
      * and `live`: held by the owner while it takes or releases a page, and

@@ -31,10 +31,29 @@ static void count_segment(const struct segment *s, void *arg)
     }
 }
 
+/* A parked heap's remote list holds freed blocks that no owner will take
+ * until a thread unparks it or the purger retires it: not in use. The
+ * list only grows at its head meanwhile (heap lock held: no one takes it). */
+static void count_parked_remote(const struct heap *heap, struct strata_stats *stats)
+{
+    const struct block *b = atomic_load_explicit(&heap->remote, memory_order_acquire);
+    for (; b != NULL; b = block_next_tagged(b, BLOCK_REMOTE)) {
+        const struct page *page = page_of(segment_of(b), b);
+        if (page->class_index == CLASS_MEDIUM) {
+            stats->large_blocks--;
+            stats->large_bytes -= page->block_size;
+        } else {
+            stats->size_class[page->class_index].blocks_in_use--;
+            stats->cached += page->block_size;
+        }
+    }
+}
+
 static void count_heap(struct heap *heap, void *arg)
 {
     struct strata_stats *stats = arg;
-    stats->live_heaps++;
+    if (heap->parked_at == 0) /* a parked heap's memory counts, the heap not */
+        stats->live_heaps++;
     for (const struct segment *s = heap->segments; s != NULL; s = s->next)
         count_segment(s, stats);
     stats->cached += heap->dirty_slices * SLICE_SIZE;
@@ -45,6 +64,8 @@ static void count_heap(struct heap *heap, void *arg)
         stats->size_class[c].blocks_in_use -= n;
         stats->cached += n * class_size[c];
     }
+    if (heap->parked_at != 0)
+        count_parked_remote(heap, stats);
 }
 
 static void count_abandoned(const struct segment *s, void *arg)

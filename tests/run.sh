@@ -52,6 +52,11 @@ if [ -x "$BUILD/tests/test_context" ]; then
     STRATA_CHECK=1 timeout 600 "$BUILD/tests/test_context" > "$out" 2>&1
     record "test_context (STRATA_CHECK=1)" "$out" $?
 fi
+# Thread exit without a purger thread: heaps are given up at once.
+if [ -x "$BUILD/tests/test_exit" ]; then
+    STRATA_BACKGROUND_PURGE=0 timeout 600 "$BUILD/tests/test_exit" > "$out" 2>&1
+    record "test_exit (STRATA_BACKGROUND_PURGE=0)" "$out" $?
+fi
 if [ -z "$SANITIZER" ]; then
     for s in tests/test_*.sh; do
         BUILD="$BUILD" timeout 900 sh "$s" > "$out" 2>&1

@@ -1,9 +1,14 @@
-/* test_exit.c: memory comes back when threads exit. A thread that frees
- * everything leaves nothing behind; a thread that exits holding blocks
- * leaves them to whoever frees them later, and the memory goes back once
- * they are; thread churn reuses heaps instead of leaking them, and the
- * segments of exited threads are adopted by the threads that come next. */
+/* test_exit.c: memory comes back when threads exit. An exited thread's heap
+ * is parked whole for the next thread to start, and is retired within the
+ * purge delay when none does (or at once, with no purger thread or a delay
+ * of 0; this test runs both ways): a thread that frees everything leaves
+ * nothing behind; a thread that exits holding blocks leaves them to
+ * whoever frees them later, and the memory goes back once they are; thread
+ * churn reuses heaps instead of leaking them, and the segments of exited
+ * threads serve the threads that come next. */
+#include <limits.h>
 #include <pthread.h>
+#include <sys/resource.h>
 
 #include "check.h"
 #include "checkers.h"
@@ -66,6 +71,63 @@ static size_t run_thread(void *(*fn)(void *))
     return os_mapped_bytes();
 }
 
+static struct heap *seen_heap;
+static void *note_heap(void *arg)
+{
+    strata_free(strata_malloc(100));
+    seen_heap = thread_heap;
+    return arg;
+}
+
+/* Writes `arg` blocks of 1000 bytes and frees them, counting this thread's
+ * page faults meanwhile. */
+static long write_faults;
+static void *write_and_free(void *arg)
+{
+    static unsigned char *blocks[8192];
+    size_t count = (size_t)(uintptr_t)arg;
+    struct rusage before, after;
+    getrusage(RUSAGE_THREAD, &before);
+    for (size_t i = 0; i < count; i++) {
+        blocks[i] = strata_malloc(1000);
+        memset(blocks[i], (int)i, 1000);
+    }
+    getrusage(RUSAGE_THREAD, &after);
+    for (size_t i = 0; i < count; i++)
+        strata_free(blocks[i]);
+    write_faults = after.ru_minflt - before.ru_minflt;
+    return NULL;
+}
+
+static void run_thread_with(void *(*fn)(void *), size_t arg)
+{
+    pthread_t t;
+    pthread_create(&t, NULL, fn, (void *)(uintptr_t)arg);
+    pthread_join(t, NULL);
+}
+
+static size_t live_heaps(void)
+{
+    struct strata_stats stats;
+    strata_stats_get(&stats);
+    return stats.live_heaps;
+}
+
+/* Whether a measure comes down to `bound` with no call of this thread,
+ * waiting up to two seconds (the purge delay is 10 ms; the machine may be
+ * busy). */
+static bool returns_to(size_t (*measure)(void), size_t bound)
+{
+    for (int i = 0; i < 200 && measure() > bound; i++)
+        os_sleep_ns(10 * 1000 * 1000);
+    return measure() <= bound;
+}
+
+static bool mapped_returns_to(size_t bound)
+{
+    return returns_to(os_mapped_bytes, bound);
+}
+
 int main(void)
 {
     strata_free(strata_malloc(1)); /* the main heap exists from here */
@@ -73,8 +135,44 @@ int main(void)
     size_t base_resident = resident_bytes();
     size_t slack = (SEGMENT_CACHE_MAX + 1) * SEGMENT_SIZE; /* the purged segment cache */
 
-    /* A thread that frees what it allocated leaves no mapping behind. */
-    CHECK(run_thread(allocate_and_free) <= base_mapped + slack);
+    bool parks = strata_options.purge_delay_ns != 0 && strata_options.background_purge != BACKGROUND_PURGE_NEVER;
+    printf("exited threads' heaps are %s\n", parks ? "parked for the next thread" : "given up at once");
+
+    /* A thread that frees what it allocated leaves no mapping behind: at
+     * once without a purger, within the purge delay with one. */
+    size_t after_exit = run_thread(allocate_and_free);
+    if (!parks)
+        CHECK(after_exit <= base_mapped + slack);
+    CHECK(mapped_returns_to(base_mapped + slack));
+
+    /* The next thread takes the last one's heap, and the statistics count
+     * only heaps with a thread. */
+    run_thread(note_heap);
+    struct heap *first = seen_heap;
+    CHECK(live_heaps() == 1);
+    size_t mapped_before = os_mapped_bytes();
+    run_thread(note_heap);
+    CHECK(seen_heap == first);
+    if (parks) /* parked with its segment: nothing new mapped */
+        CHECK(os_mapped_bytes() == mapped_before);
+    /* ... and, parked, with up to 1 MiB of its free memory resident: a
+     * thread that starts within the purge delay and writes 0.5 MB faults
+     * nothing in (three tries, in case this machine is too busy to start
+     * one in time). */
+    if (parks) {
+        long least = LONG_MAX;
+        for (int i = 0; i < 3 && least > 16; i++) {
+            run_thread_with(write_and_free, 512);
+            run_thread_with(write_and_free, 512);
+            least = write_faults < least ? write_faults : least;
+        }
+        printf("a thread writing 0.5 MB on an exited thread's heap: %ld page faults\n", least);
+        CHECK(least <= 16);
+    }
+    /* More than that goes back as the thread exits, parked or not. */
+    run_thread_with(write_and_free, 8192);
+    if (resident_is_meaningful())
+        CHECK(resident_bytes() <= base_resident + 2 * 1024 * 1024);
 
     /* A thread exits holding 20 MB: the blocks stay valid after its exit. */
     size_t with_orphans = run_thread(allocate_and_keep);
@@ -83,22 +181,32 @@ int main(void)
     for (size_t i = 0; i < BLOCKS; i++)
         intact &= ((unsigned char *)held[i])[999] == (unsigned char)i;
     CHECK(intact);
-    /* The main thread frees them: the abandoned segments go back. */
+    /* The main thread frees them: the memory goes back, the parked heap's
+     * once the purger has retired it. */
     for (size_t i = 0; i < BLOCKS; i++)
         strata_free(held[i]);
-    CHECK(os_mapped_bytes() <= base_mapped + slack);
+    if (!parks)
+        CHECK(os_mapped_bytes() <= base_mapped + slack);
+    CHECK(mapped_returns_to(base_mapped + slack));
     int resident_ok = resident_is_meaningful();
     if (resident_ok)
         CHECK(resident_bytes() <= base_resident + 2 * 1024 * 1024);
     printf("resident: %zu KiB at start, %zu KiB after the orphans were freed\n",
            base_resident / 1024, resident_bytes() / 1024);
 
+    /* strata_trim gives back a parked heap's memory at once. */
+    run_thread(allocate_and_keep);
+    for (size_t i = 0; i < BLOCKS; i++)
+        strata_free(held[i]);
+    strata_trim();
+    CHECK(os_mapped_bytes() <= base_mapped + slack);
+
     /* 300 threads come and go: heaps are reused, nothing accumulates. */
     for (int i = 0; i < 300; i++)
         run_thread(allocate_and_free);
     CHECK(os_mapped_bytes() <= base_mapped + slack + 64 * 1024);
-    if (resident_ok)
-        CHECK(resident_bytes() <= base_resident + 2 * 1024 * 1024);
+    if (resident_ok) /* the last one's heap, parked, within the delay */
+        CHECK(returns_to(resident_bytes, base_resident + 2 * 1024 * 1024));
 
     /* 600 threads each exit with one small block alive: the next threads
      * adopt the segments they leave, so what stays mapped is bounded by the
@@ -117,9 +225,9 @@ int main(void)
         strata_free(survivors[i]);
     }
     CHECK(survived);
+    CHECK(mapped_returns_to(base_mapped + slack + 64 * 1024));
     struct strata_stats stats;
     strata_stats_get(&stats);
     CHECK(stats.abandoned_segments == 0);
-    CHECK(os_mapped_bytes() <= base_mapped + slack + 64 * 1024);
     return check_finish();
 }
