@@ -3,11 +3,14 @@
  * all the inline paths touch), then from the pages behind them. Also the
  * heap's purge policy, the remote frees between heaps and thread exit.
  * Invariants (heap_check): a page is current, listed on its class's
- * available list, or full (neither); bins hold only blocks of pages this
- * heap owns, counted in their page's `used`; in checked mode bins have no
- * room, so every call takes the checked slow path. Heaps live in a pool and
- * are never unmapped, so a late remote free can always reach the heap it
- * read from a segment, and the list of every heap can be walked unlocked. */
+ * available list, or full (neither); bins hold blocks of the heap's own
+ * pages and small blocks of other heaps freed by this thread, each counted
+ * in its page's `used` (a page's class and carving do not change while one
+ * of its blocks is out, so other heaps' blocks are safe to hold); in
+ * checked mode bins have no room, so every call takes the checked slow
+ * path. Heaps live in a pool and are never unmapped, so a late remote free
+ * can always reach the heap it read from a segment, and the list of every
+ * heap can be walked unlocked. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -423,10 +426,24 @@ static void blocks_take(struct block *block, uint32_t count, struct block **take
         report_fatal("double free or write after free (a thread cache's list runs on)", block);
 }
 
-static void blocks_to_pages(struct heap *heap, struct block **taken, uint32_t count)
+static void free_to_owner(struct page *page, struct block *block, bool may_cache);
+
+/* Blocks taken from a bin go back to their pages: the heap's own here,
+ * other heaps' to their owners. Returns how many were the heap's. */
+static uint32_t blocks_to_pages(struct heap *heap, struct block **taken, uint32_t count)
 {
-    for (uint32_t i = 0; i < count; i++)
-        page_free_block(heap, page_of(segment_of(taken[i]), taken[i]), taken[i]);
+    uint32_t own = 0;
+    for (uint32_t i = 0; i < count; i++) {
+        struct segment *segment = segment_of(taken[i]);
+        struct page *page = page_of(segment, taken[i]);
+        if (atomic_load_explicit(&segment->owner, memory_order_relaxed) == heap->owner_word) {
+            page_free_block(heap, page, taken[i]);
+            own++;
+        } else {
+            free_to_owner(page, taken[i], false);
+        }
+    }
+    return own;
 }
 
 void heap_bin_flush(struct heap *heap, struct bin *bin)
@@ -455,8 +472,8 @@ static void bin_trim(struct heap *heap, struct bin *bin, uint32_t keep)
     else
         bin->head = NULL;
     bin->count = keep;
-    blocks_to_pages(heap, taken, moved);
-    counters_bytes_out(-(long)moved * (long)class_size[bin - heap->bins]);
+    uint32_t own = blocks_to_pages(heap, taken, moved);
+    counters_bytes_out(-(long)own * (long)class_size[bin - heap->bins]);
 }
 
 static void bins_flush_all(struct heap *heap)
@@ -512,14 +529,16 @@ bool heap_medium_grow(void *block, size_t size)
 }
 
 /* ---- frees from any thread ------------------------------------------------ */
-void heap_free_block(struct page *page, struct block *block)
+/* A validated block that is not free, to whichever heap is to have it:
+ * the caller's own page, the caller's bin (another live heap's block of a
+ * class, when `may_cache`: it stays counted as used in its page, and the
+ * caller hands it out again while it is warm in its cache, or gives it to
+ * its owner when the bin overflows), the owner's remote list, or an exited
+ * thread's abandoned segment. */
+static void free_to_owner(struct page *page, struct block *block, bool may_cache)
 {
     struct segment *segment = segment_of(block);
     struct heap *self = thread_heap;
-    /* Free already: on a list of its owner (a bin, a page, the remote
-     * list) or of an exited thread's segment. */
-    if (unlikely(block_is_free(block)))
-        report_fatal("double free", block);
     uintptr_t owner = atomic_load_explicit(&segment->owner, memory_order_acquire);
     for (;;) {
         if (owner == self->owner_word) { /* checked mode's local free, or a bad one */
@@ -536,6 +555,16 @@ void heap_free_block(struct page *page, struct block *block)
                 return;
             owner = atomic_load_explicit(&segment->owner, memory_order_acquire);
             continue;
+        }
+        unsigned class_index = page->class_index;
+        if (may_cache && class_index < CLASS_COUNT && self->bins[class_index].limit != 0 &&
+            page_surely_carved(page, block)) {
+            struct bin *bin = &self->bins[class_index];
+            block_set_next(block, bin->head);
+            bin->head = block;
+            if (++bin->count > bin->limit)
+                heap_bin_flush(self, bin);
+            return;
         }
         struct heap *heap = (struct heap *)(owner & ~OWNER_CHECK_TAG);
         struct block *old = atomic_load_explicit(&heap->remote, memory_order_relaxed);
@@ -554,6 +583,15 @@ void heap_free_block(struct page *page, struct block *block)
          * list closes, so the owner word has changed by now. */
         owner = atomic_load_explicit(&segment->owner, memory_order_acquire);
     }
+}
+
+void heap_free_block(struct page *page, struct block *block)
+{
+    /* Free already: on a list of its owner (a bin, a page, the remote
+     * list), in another heap's bin, or on an exited thread's segment. */
+    if (unlikely(block_is_free(block)))
+        report_fatal("double free", block);
+    free_to_owner(page, block, true);
 }
 
 void heap_collect_remote(struct heap *heap)
@@ -896,10 +934,10 @@ static const char *bin_check(const struct heap *heap, unsigned c)
     for (const struct block *b = bin->head; b != NULL; b = block_link(b)) {
         const struct segment *segment = segment_of(b);
         const struct page *page = page_of((struct segment *)segment, b);
-        if (atomic_load(&segment->owner) != heap->owner_word)
-            return BROKEN("bin of class %u holds %p, of a segment the heap does not own", c,
-                          (const void *)b);
-        if (!page->in_use || page->class_index != c || !page_contains(page, b))
+        bool own = atomic_load(&segment->owner) == heap->owner_word;
+        /* Another heap's block (freed here) is in use in its page, whose
+         * class and carving cannot change while it is out. */
+        if (!page->in_use || page->class_index != c || !(own ? page_contains(page, b) : page_surely_carved(page, b)))
             return BROKEN("bin of class %u holds %p, not a carved block of a page of the class", c,
                           (const void *)b);
     }

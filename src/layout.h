@@ -341,6 +341,15 @@ static inline bool page_carved(const struct page *page, const void *p)
     return (size_t)((const char *)p - page->start) < (size_t)page->capacity * page->block_size;
 }
 
+/* For a thread that does not own the page: true only when the block has
+ * surely been carved (the owner's carving may be ahead of what it sees,
+ * never behind). */
+static inline bool page_surely_carved(const struct page *page, const void *p)
+{
+    uint32_t capacity = __atomic_load_n(&page->capacity, __ATOMIC_RELAXED);
+    return (size_t)((const char *)p - page->start) < (size_t)capacity * page->block_size;
+}
+
 /* The usable size of a block in a segment, 0 when its page holds no class
  * (inline: realloc asks it at every step of a string grown in place). */
 static inline size_t small_usable_size(const void *p)

@@ -248,7 +248,9 @@ bool page_extend(struct page *page)
         block_set_next((struct block *)p, (struct block *)(p + size));
     block_set_next((struct block *)p, page->free);
     page->free = (struct block *)first;
-    page->capacity += (uint32_t)count;
+    /* Atomic: other threads read it to cache a freed block (layout.h,
+     * page_surely_carved); it only grows while the page is in use. */
+    __atomic_store_n(&page->capacity, page->capacity + (uint32_t)count, __ATOMIC_RELAXED);
     slices_carved(page);
     strata_assert_cmp(page->capacity, <=, page->reserved);
     strata_assert_cmp((size_t)page->capacity * page->block_size, <=, (size_t)page->slice_count * SLICE_SIZE);

@@ -20,6 +20,26 @@
 
 static void *blocks[COUNT];
 
+/* Frees another heap's block from a thread with a heap, then allocates. */
+struct foreign_probe {
+    void *block;
+    bool cached, reused, sound;
+};
+static void *free_and_reuse_elsewhere(void *arg)
+{
+    struct foreign_probe *probe = arg;
+    strata_free(strata_malloc(16)); /* this thread's heap exists from here */
+    unsigned c = size_class(2000);
+    strata_free(probe->block);
+    probe->cached = thread_heap->bins[c].head == probe->block;
+    probe->sound = heap_check(thread_heap) == NULL;
+    void *again = strata_malloc(2000);
+    probe->reused = again == probe->block;
+    strata_free(again);
+    probe->sound &= heap_check(thread_heap) == NULL;
+    return NULL;
+}
+
 static void *free_elsewhere(void *p)
 {
     strata_free(p);
@@ -343,6 +363,23 @@ int main(int argc, char **argv)
     CHECK(found || shared_page->free == shared);
     for (size_t i = 0; i < taken; i++)
         strata_free(blocks[i]);
+    CHECK_SOUND(heap_check(heap));
+
+    /* A thread with a heap of its own keeps a block of this heap it frees in
+     * its bin, still counted as used in this heap's page, and hands it out
+     * again; at its exit the bin goes back, the block to this heap's remote
+     * list. */
+    shared = strata_malloc(2000);
+    shared_page = page_of(segment_of(shared), shared);
+    used_before = shared_page->used;
+    struct foreign_probe probe = {.block = shared};
+    pthread_create(&thread, NULL, free_and_reuse_elsewhere, &probe);
+    pthread_join(thread, NULL);
+    CHECK(probe.cached && probe.reused && probe.sound);
+    CHECK(shared_page->used == used_before); /* in use all along */
+    CHECK(atomic_load(&heap->remote) == shared);
+    heap_collect_remote(heap);
+    CHECK(shared_page->used == used_before - 1);
     CHECK_SOUND(heap_check(heap));
 
     /* heap_check names the invariant that broke. */
