@@ -35,9 +35,12 @@ WARN := -Wall -Wextra $(if $(filter 1,$(WERROR)),-Werror)
 # Debian 12's Valgrind cannot read clang's DWARF 5 (tests/test_valgrind.sh).
 DEBUG_FORMAT := $(if $(findstring clang,$(CC)),-gdwarf-4)
 CFLAGS ?= -O2 -g $(DEBUG_FORMAT)
+# Functions start on a cache line: the entry points' speed then does not
+# hang on where the linker happens to put them (the same instructions of a
+# context's allocation ran 1.38x faster at one address than at another).
 BASE_CFLAGS := -std=gnu11 $(WARN) -Iinclude -Isrc -fPIC -fvisibility=hidden -fno-semantic-interposition \
   -fno-builtin-malloc -fno-builtin-free -fno-builtin-calloc -fno-builtin-realloc \
-  -D_GNU_SOURCE
+  -falign-functions=64 -D_GNU_SOURCE
 LIBS := -lpthread
 
 CORE := os report options instrument sizeclass counters purge segment large heap free stats init alloc api arena context
