@@ -111,7 +111,7 @@ struct strata_stats {
     size_t allocated_peak;  /* highest `allocated` seen by the slow paths */
     size_t resident;        /* the process's resident bytes (/proc/self/statm) */
     size_t mapped;          /* bytes strata holds mapped, resident or not */
-    size_t purged;          /* bytes given back to the OS so far */
+    size_t purged;          /* free bytes returned to the OS (madvise) so far, whether or not they were ever touched */
     size_t cached;          /* bytes in thread caches, free pages and cached mappings */
     size_t large_blocks;    /* live blocks above 128 KiB: to 3.75 MiB in segments, above mapped directly */
     size_t large_bytes;

@@ -2,11 +2,15 @@
  * at start-up (before any heap exists) and never changed afterwards, and the
  * configuration every layer reads (config_init). One table holds each
  * option's name, default, range and documentation; the README's table is
- * this one. A malformed value is reported once on stderr and the default is
- * used. */
+ * this one. A malformed value is reported once on stderr, with what is
+ * accepted, and the default is used; so is a STRATA_ name that is no
+ * option, with the nearest one. Flags take 1/0, yes/no, on/off or
+ * true/false, in any case. */
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "instrument.h"
 #include "options.h"
@@ -14,6 +18,7 @@
 #include "report.h"
 #include "layout.h"
 #include "sizeclass.h"
+#include "strata.h"
 
 struct options strata_options;
 
@@ -36,24 +41,34 @@ static const struct option_row rows[] = {
     {"STRATA_CHECK", 0, 0, 1, &check_value,
      "checked mode: every free validated, misuse aborts with the address"},
     {"STRATA_VERBOSE", 0, 0, 1, &verbose_value,
-     "report every ignored foreign free and the purger's start, not just the first"},
+     "say at start that strata is in force, with its options; report every ignored foreign free and the purger's start"},
     {"STRATA_SHOW_STATS", 0, 0, 1, &show_stats_value, "print the statistics table at exit"},
     {"STRATA_THP", 0, 0, 1, &thp_value, "transparent huge pages for segments (off: never)"},
 };
 
-static bool parse(const char *text, long *out)
+/* Flags take one syntax, in any case: 1, yes, on, true; 0, no, off, false. */
+static const char *const flag_words[2][4] = {{"0", "no", "off", "false"}, {"1", "yes", "on", "true"}};
+#define FLAG_SYNTAX "1/0, yes/no, on/off or true/false, in any case"
+
+static bool is_flag(const struct option_row *row)
 {
-    if (strcmp(text, "yes") == 0 || strcmp(text, "on") == 0 || strcmp(text, "true") == 0) {
-        *out = 1;
-        return true;
-    }
-    if (strcmp(text, "no") == 0 || strcmp(text, "off") == 0 || strcmp(text, "false") == 0) {
-        *out = 0;
-        return true;
+    return row->min == 0 && row->max == 1;
+}
+
+static bool parse(const struct option_row *row, const char *text, long *out)
+{
+    if (is_flag(row)) {
+        for (long value = 0; value <= 1; value++)
+            for (size_t i = 0; i < sizeof flag_words[0] / sizeof flag_words[0][0]; i++)
+                if (strcasecmp(text, flag_words[value][i]) == 0) {
+                    *out = value;
+                    return true;
+                }
+        return false;
     }
     char *end;
     long value = strtol(text, &end, 10);
-    if (end == text || *end != '\0')
+    if (end == text || *end != '\0' || value < row->min || value > row->max)
         return false;
     *out = value;
     return true;
@@ -61,14 +76,92 @@ static bool parse(const char *text, long *out)
 
 static void report_malformed(const struct option_row *row, const char *value)
 {
-    char message[160];
-    size_t n = 0;
-    const char *parts[] = {row->name, "=", value, " is malformed or out of range; default used"};
-    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
-        for (const char *c = parts[i]; *c && n + 1 < sizeof message; c++)
-            message[n++] = *c;
-    message[n] = '\0';
+    char message[320];
+    if (is_flag(row))
+        snprintf(message, sizeof message, "%s=%s is not valid (a flag: " FLAG_SYNTAX "); using the default, %ld",
+                 row->name, value, row->fallback);
+    else
+        snprintf(message, sizeof message,
+                 "%s=%s is not valid (a whole number from %ld to %ld); using the default, %ld", row->name,
+                 value, row->min, row->max, row->fallback);
     report_warning(message, NULL);
+}
+
+/* Edit distance, for the nearest option to a misspelt name. */
+static size_t distance(const char *a, const char *b)
+{
+    size_t row[64];
+    size_t lb = strlen(b);
+    if (lb >= sizeof row / sizeof row[0] || strlen(a) >= sizeof row / sizeof row[0])
+        return (size_t)-1;
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = j;
+    for (size_t i = 1; a[i - 1] != '\0'; i++) {
+        size_t diagonal = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t above = row[j];
+            size_t best = diagonal + (a[i - 1] != b[j - 1]);
+            if (above + 1 < best)
+                best = above + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diagonal = above;
+        }
+    }
+    return row[lb];
+}
+
+/* A STRATA_ variable that names no option is a typo strata would
+ * otherwise ignore without a word: said once, with the nearest name. */
+static void report_unknown(const char *entry)
+{
+    char name[64];
+    size_t length = strcspn(entry, "=");
+    if (length >= sizeof name)
+        length = sizeof name - 1;
+    memcpy(name, entry, length);
+    name[length] = '\0';
+    const char *nearest = NULL;
+    size_t best = (size_t)-1;
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        if (strcmp(name, rows[i].name) == 0)
+            return;
+        size_t d = distance(name, rows[i].name);
+        if (d < best) {
+            best = d;
+            nearest = rows[i].name;
+        }
+    }
+    char message[480];
+    if (best <= 3 && 2 * best < strlen(name) - 7) { /* close to the part after STRATA_ */
+        snprintf(message, sizeof message, "%s is not a strata option (did you mean %s?); it is ignored", name,
+                 nearest);
+    } else {
+        int n = snprintf(message, sizeof message, "%s is not a strata option; it is ignored (the options:", name);
+        for (size_t i = 0; i < sizeof rows / sizeof rows[0] && n > 0 && (size_t)n < sizeof message; i++)
+            n += snprintf(message + n, sizeof message - (size_t)n, " %s", rows[i].name);
+        if (n > 0 && (size_t)n < sizeof message)
+            snprintf(message + n, sizeof message - (size_t)n, ")");
+    }
+    report_warning(message, NULL);
+}
+
+extern char **environ;
+
+/* STRATA_VERBOSE's first line: that strata is in force here, and how. */
+static void report_in_force(void)
+{
+    char line[480];
+    int n = snprintf(line, sizeof line, "strata %s in force in %s (pid %ld):", STRATA_VERSION, os_program_name(),
+                     os_pid());
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0] && n > 0 && (size_t)n < sizeof line; i++)
+        n += snprintf(line + n, sizeof line - (size_t)n, " %s=%ld", rows[i].name, *rows[i].target);
+    if (n > 0 && (size_t)n < sizeof line - 1) {
+        line[n++] = '\n';
+        os_write_stderr(line, (size_t)n);
+    }
 }
 
 static void options_read(void)
@@ -80,16 +173,21 @@ static void options_read(void)
         if (text == NULL || *text == '\0')
             continue;
         long value;
-        if (parse(text, &value) && value >= row->min && value <= row->max)
+        if (parse(row, text, &value))
             *row->target = value;
         else
             report_malformed(row, text);
     }
+    for (char **entry = environ; entry != NULL && *entry != NULL; entry++)
+        if (strncmp(*entry, "STRATA_", 7) == 0)
+            report_unknown(*entry);
     strata_options.check = check_value != 0;
     strata_options.verbose = verbose_value != 0;
     strata_options.show_stats = show_stats_value != 0;
     strata_options.thp = thp_value != 0;
     strata_options.purge_delay_ns = (uint64_t)strata_options.purge_delay_ms * 1000000u;
+    if (strata_options.verbose)
+        report_in_force();
 }
 
 bool once_begin_slow(struct once *once, bool *running_here)

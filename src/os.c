@@ -248,6 +248,19 @@ void os_yield(void)
     sched_yield();
 }
 
+long os_pid(void)
+{
+    return (long)getpid();
+}
+
+const char *os_program_name(void)
+{
+    /* glibc's, set before any constructor runs; never allocates. */
+    return program_invocation_short_name != NULL && *program_invocation_short_name != '\0'
+               ? program_invocation_short_name
+               : "?";
+}
+
 size_t os_resident_bytes(void)
 {
     int saved = errno;

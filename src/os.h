@@ -65,5 +65,8 @@ uint64_t os_random(void);
 uint64_t os_now_ns(void);
 void os_sleep_ns(uint64_t ns);
 void os_yield(void);
+long os_pid(void);
+/* The program's name, as its command line gave it, without the directory. */
+const char *os_program_name(void);
 
 #endif /* STRATA_OS_H */

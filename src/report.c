@@ -10,7 +10,7 @@
 
 static void report(const char *kind, const char *what, const void *address)
 {
-    char line[192];
+    char line[640];
     int n = address ? snprintf(line, sizeof line, "strata: %s: %s (address %p)\n", kind, what, address)
                     : snprintf(line, sizeof line, "strata: %s: %s\n", kind, what);
     if (n > 0)

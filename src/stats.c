@@ -98,9 +98,23 @@ STRATA_EXPORT int strata_stats_get(struct strata_stats *stats)
     return 0;
 }
 
-static double mib(size_t bytes)
+/* A size in the unit that fits it: bytes, KiB, MiB or GiB. */
+struct human {
+    char text[24];
+};
+
+static struct human human(size_t bytes)
 {
-    return (double)bytes / 1048576.0;
+    struct human h;
+    if (bytes < 1024)
+        snprintf(h.text, sizeof h.text, "%zu B", bytes);
+    else if (bytes < ((size_t)1 << 20))
+        snprintf(h.text, sizeof h.text, "%.1f KiB", (double)bytes / 1024.0);
+    else if (bytes < ((size_t)1 << 30))
+        snprintf(h.text, sizeof h.text, "%.1f MiB", (double)bytes / 1048576.0);
+    else
+        snprintf(h.text, sizeof h.text, "%.2f GiB", (double)bytes / 1073741824.0);
+    return h;
 }
 
 STRATA_EXPORT void strata_stats_print(FILE *out)
@@ -108,19 +122,20 @@ STRATA_EXPORT void strata_stats_print(FILE *out)
     struct strata_stats s;
     strata_stats_get(&s);
     fprintf(out,
-            "strata %s statistics\n"
-            "  allocated      %12.1f MiB (peak %.1f MiB)\n"
-            "  resident       %12.1f MiB (the whole process)\n"
-            "  mapped         %12.1f MiB\n"
-            "  cached         %12.1f MiB (thread caches, free pages, cached mappings)\n"
-            "  purged         %12.1f MiB given back so far\n"
-            "  large blocks   %12zu (%.1f MiB)\n"
+            "strata %s statistics of %s (pid %ld)\n"
+            "  allocated      %12s (peak %s)\n"
+            "  resident       %12s (the whole process)\n"
+            "  mapped         %12s\n"
+            "  cached         %12s (thread caches, free pages, cached mappings)\n"
+            "  given back     %12s (free memory returned to the OS with madvise, so far)\n"
+            "  large blocks   %12zu (%s)\n"
             "  live heaps     %12zu\n"
             "  abandoned segs %12zu\n"
             "  %10s %14s %8s\n",
-            STRATA_VERSION, mib(s.allocated), mib(s.allocated_peak), mib(s.resident), mib(s.mapped), mib(s.cached),
-            mib(s.purged), s.large_blocks, mib(s.large_bytes), s.live_heaps, s.abandoned_segments,
-            "class", "blocks in use", "pages");
+            STRATA_VERSION, os_program_name(), os_pid(), human(s.allocated).text, human(s.allocated_peak).text,
+            human(s.resident).text, human(s.mapped).text, human(s.cached).text, human(s.purged).text,
+            s.large_blocks, human(s.large_bytes).text, s.live_heaps, s.abandoned_segments, "class",
+            "blocks in use", "pages");
     for (size_t c = 0; c < s.classes; c++)
         if (s.size_class[c].pages != 0)
             fprintf(out, "  %10zu %14zu %8zu\n", s.size_class[c].block_size,
@@ -139,11 +154,18 @@ STRATA_EXPORT void strata_stats_json(FILE *out)
 {
     struct strata_stats s;
     strata_stats_get(&s);
+    /* The name as a JSON string: quotes, backslashes and controls left out. */
+    char program[64];
+    size_t n = 0;
+    for (const char *c = os_program_name(); *c != '\0' && n + 1 < sizeof program; c++)
+        if (*c != '"' && *c != '\\' && (unsigned char)*c >= 0x20)
+            program[n++] = *c;
+    program[n] = '\0';
     fprintf(out,
-            "{\"version\": \"%s\", \"allocated\": %zu, \"allocated_peak\": %zu, \"resident\": %zu, \"mapped\": %zu, "
+            "{\"version\": \"%s\", \"program\": \"%s\", \"pid\": %ld, \"allocated\": %zu, \"allocated_peak\": %zu, \"resident\": %zu, \"mapped\": %zu, "
             "\"cached\": %zu, \"purged\": %zu, \"large_blocks\": %zu, \"large_bytes\": %zu, "
             "\"live_heaps\": %zu, \"abandoned_segments\": %zu, \"options\": {",
-            STRATA_VERSION, s.allocated, s.allocated_peak, s.resident, s.mapped, s.cached, s.purged,
+            STRATA_VERSION, program, os_pid(), s.allocated, s.allocated_peak, s.resident, s.mapped, s.cached, s.purged,
             s.large_blocks, s.large_bytes, s.live_heaps, s.abandoned_segments);
     for (size_t i = 0; i < options_count(); i++) {
         long value;

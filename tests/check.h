@@ -64,7 +64,7 @@ static inline size_t resident_bytes(void)
 static inline int resident_is_meaningful(void)
 {
     const char *sanitizer = getenv("SANITIZER");
-    if (getenv("STRATA_TEST_VALGRIND") != NULL)
+    if (getenv("TEST_UNDER_VALGRIND") != NULL)
         sanitizer = "valgrind";
     if (sanitizer == NULL || *sanitizer == '\0')
         return 1;
@@ -93,11 +93,16 @@ static inline struct outcome check_spawn(const char *name, const char *env)
         dup2(pipe_fds[1], 1);
         dup2(pipe_fds[1], 2);
         close(pipe_fds[0]);
-        static const char *const names[] = {"STRATA_CHECK", "STRATA_PURGE_DELAY_MS",
-                                            "STRATA_BACKGROUND_PURGE", "STRATA_LIMIT_MB",
-                                            "STRATA_VERBOSE", "STRATA_SHOW_STATS", "STRATA_THP"};
-        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-            unsetenv(names[i]);
+        extern char **environ;
+        for (size_t i = 0; environ[i] != NULL;) { /* every STRATA_ variable */
+            if (strncmp(environ[i], "STRATA_", 7) == 0) {
+                char name[128];
+                snprintf(name, sizeof name, "%.*s", (int)strcspn(environ[i], "="), environ[i]);
+                unsetenv(name);
+            } else {
+                i++;
+            }
+        }
         char copy[512];
         snprintf(copy, sizeof copy, "%s", env ? env : "");
         for (char *item = strtok(copy, " "); item != NULL; item = strtok(NULL, " "))
@@ -120,7 +125,7 @@ static inline struct outcome check_spawn(const char *name, const char *env)
  * itself, so the cases that run in child processes are left out, and said so. */
 static inline int children_runnable(void)
 {
-    if (getenv("STRATA_TEST_VALGRIND") == NULL)
+    if (getenv("TEST_UNDER_VALGRIND") == NULL)
         return 1;
     printf("child-process cases not run under Valgrind\n");
     return 0;

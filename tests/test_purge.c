@@ -195,6 +195,7 @@ int main(int argc, char **argv)
     CHECK(strstr(o.output, "strata " STRATA_VERSION " statistics") != NULL && strstr(o.output, "allocated") != NULL);
     /* The JSON line parses. */
     const char *json = strstr(o.output, "{\"version\"");
+    CHECK(json != NULL && strstr(json, "\"program\": \"test\", \"pid\": ") != NULL);
     int parses = 0;
     if (json != NULL) {
         FILE *p = popen("python3 -m json.tool > /dev/null", "w");
@@ -209,17 +210,56 @@ int main(int argc, char **argv)
     o = check_spawn("idle", "STRATA_SHOW_STATS=1");
     CHECK(exited_cleanly(&o) && strstr(o.output, "strata " STRATA_VERSION " statistics") != NULL);
 
-    /* Every option's malformed or out-of-range value is reported by name. */
-    static const char *const bad[] = {"STRATA_PURGE_DELAY_MS=soon", "STRATA_BACKGROUND_PURGE=7",
-                                      "STRATA_LIMIT_MB=-5", "STRATA_CHECK=maybe",
-                                      "STRATA_VERBOSE=2", "STRATA_SHOW_STATS=x",
-                                      "STRATA_THP=huge"};
+    /* Every option's malformed or out-of-range value is reported by name,
+     * with what is accepted and the default used. */
+    static const struct {
+        const char *setting, *accepted;
+    } bad[] = {
+        {"STRATA_PURGE_DELAY_MS=soon", "(a whole number from 0 to 3600000); using the default, 10"},
+        {"STRATA_BACKGROUND_PURGE=7", "(a whole number from 0 to 2); using the default, 2"},
+        {"STRATA_LIMIT_MB=-5", "(a whole number from 0 to 1099511627776); using the default, 0"},
+        {"STRATA_CHECK=maybe", "(a flag: 1/0, yes/no, on/off or true/false, in any case); using the default, 0"},
+        {"STRATA_VERBOSE=2", "(a flag: 1/0, yes/no, on/off or true/false, in any case); using the default, 0"},
+        {"STRATA_SHOW_STATS=x", "(a flag: 1/0, yes/no, on/off or true/false, in any case); using the default, 0"},
+        {"STRATA_THP=huge", "(a flag: 1/0, yes/no, on/off or true/false, in any case); using the default, 0"},
+    };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        o = check_spawn("idle", bad[i]);
-        char expected[96];
-        snprintf(expected, sizeof expected, "%s is malformed", bad[i]);
+        o = check_spawn("idle", bad[i].setting);
+        char expected[256];
+        snprintf(expected, sizeof expected, "strata: warning: %s is not valid %s\n", bad[i].setting, bad[i].accepted);
         CHECK(exited_cleanly(&o) && strstr(o.output, expected) != NULL);
     }
+    /* Flags take one syntax in any case. */
+    static const char *const on[] = {"1", "yes", "on", "true", "TRUE", "Yes", "ON"};
+    static const char *const off[] = {"0", "no", "off", "false", "FALSE", "No", "Off"};
+    for (size_t i = 0; i < sizeof on / sizeof on[0]; i++) {
+        char setting[64];
+        snprintf(setting, sizeof setting, "STRATA_SHOW_STATS=%s", on[i]);
+        o = check_spawn("idle", setting);
+        CHECK(exited_cleanly(&o) && strstr(o.output, " statistics of ") != NULL && strstr(o.output, "warning") == NULL);
+        snprintf(setting, sizeof setting, "STRATA_SHOW_STATS=%s", off[i]);
+        o = check_spawn("idle", setting);
+        CHECK(exited_cleanly(&o) && o.output[0] == '\0');
+    }
+    /* A STRATA_ name that is no option is said once, with the nearest. */
+    o = check_spawn("idle", "STRATA_CHEKC=1");
+    CHECK(exited_cleanly(&o) &&
+          strcmp(o.output, "strata: warning: STRATA_CHEKC is not a strata option (did you mean STRATA_CHECK?); it is ignored\n") == 0);
+    o = check_spawn("idle", "STRATA_PURGE_DELAY=5");
+    CHECK(exited_cleanly(&o) && strstr(o.output, "STRATA_PURGE_DELAY is not a strata option (did you mean STRATA_PURGE_DELAY_MS?)") != NULL);
+    o = check_spawn("idle", "STRATA_WHATEVER=1");
+    CHECK(exited_cleanly(&o) && strstr(o.output, "STRATA_WHATEVER is not a strata option; it is ignored (the options: "
+                                                 "STRATA_PURGE_DELAY_MS STRATA_BACKGROUND_PURGE") != NULL);
+    /* STRATA_VERBOSE says at start (the children run as "test") that strata is in force, and how. */
+    o = check_spawn("idle", "STRATA_VERBOSE=1 STRATA_PURGE_DELAY_MS=25");
+    char in_force[128];
+    snprintf(in_force, sizeof in_force, "strata " STRATA_VERSION " in force in test (pid ");
+    CHECK(exited_cleanly(&o) && strncmp(o.output, in_force, strlen(in_force)) == 0 &&
+          strstr(o.output, " STRATA_PURGE_DELAY_MS=25 ") != NULL && strstr(o.output, " STRATA_VERBOSE=1 ") != NULL);
+    /* The exit table names the program and its pid, in units that fit. */
+    o = check_spawn("idle", "STRATA_SHOW_STATS=1");
+    CHECK(exited_cleanly(&o) && strstr(o.output, "strata " STRATA_VERSION " statistics of test (pid ") != NULL &&
+          strstr(o.output, " 0.0 MiB") == NULL && strstr(o.output, "given back") != NULL);
     /* Huge pages on request, and the default with everything on. */
     o = check_spawn("trim", "STRATA_THP=1 STRATA_VERBOSE=1");
     CHECK(exited_cleanly(&o));

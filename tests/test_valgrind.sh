@@ -14,7 +14,7 @@ fi
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 for t in test_arena test_context; do
-    STRATA_TEST_VALGRIND=1 valgrind -q --error-exitcode=99 "$BUILD/tests/$t" > "$out" 2>&1
+    TEST_UNDER_VALGRIND=1 valgrind -q --error-exitcode=99 "$BUILD/tests/$t" > "$out" 2>&1
     check '[ $? -eq 0 ]' "$t runs clean under valgrind"
     check 'grep -Eq "^checks: [1-9][0-9]* passed, 0 failed$" "$out"' "$t passes under valgrind"
     check '! grep -q "==[0-9]*==" "$out"' "$t: no valgrind report"
