@@ -242,4 +242,4 @@ uninstall:
 	-rmdir $(DESTDIR)$(CMAKEDIR) 2>/dev/null
 
 clean:
-	rm -rf build build-*
+	rm -rf build build-* bench/results bench/__pycache__ tests/__pycache__

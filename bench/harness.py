@@ -160,13 +160,24 @@ def markdown_table(header, rows):
     return "\n".join(lines)
 
 
+def csv_value(value):
+    """Integers as integers, other numbers to 6 significant digits."""
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() else "%.6g" % value
+    return value
+
+
 def write_csv(path, rows):
+    """The runs, one a row: allocator, case and run first, then the program's
+    fields in the order it printed them."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    keys = sorted({k for row in rows for k in row})
+    keys = [k for k in ("allocator", "case", "run") if any(k in row for row in rows)]
+    for row in rows:
+        keys += [k for k in row if k not in keys]
     with open(path, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=keys)
         writer.writeheader()
-        writer.writerows(rows)
+        writer.writerows({k: csv_value(v) for k, v in row.items()} for row in rows)
 
 
 def machine_line():

@@ -394,26 +394,39 @@ class Suite:
         subprocess.run(["gnuplot"], input=script, text=True, check=True)
 
     def plot(self, name, series, using, style, labels, extra=""):
-        """Writes each allocator's (x, y) series as a gnuplot data block and
-        draws them into OUT/name.svg; labels: title, x label, y label."""
+        """Writes each allocator's points (x, y[, low, high]) as a gnuplot data
+        block and draws them into OUT/name.svg, from 0 up, each allocator's
+        line thinner than the one before (so that no line hides one it lies
+        on) and the legend outside the plot; labels: title, x label, y label."""
         data = os.path.join(self.out, name + ".dat")
         with open(data, "w") as f:
             for label in self.names:
                 f.write("# %s\n" % label)
-                for x, y in series.get(label, []):
-                    f.write("%.1f %.1f\n" % (x, y))
+                for point in series.get(label, []):
+                    f.write(" ".join("%.3f" % v for v in point) + "\n")
                 f.write("\n\n")
-        plots = ", ".join("'%s' index %d using %s with %s title '%s'" % (data, i, using, style, n)
+        widths = len(self.names)
+        plots = ", ".join("'%s' index %d using %s with %s lw %d title '%s'" % (data, i, using, style,
+                                                                             1 + (widths - 1 - i), n)
                           for i, n in enumerate(self.names))
-        self.gnuplot("set terminal svg size 720,420 font 'sans,12'\nset output '%s'\n"
-                     "set title '%s'\nset xlabel '%s'\nset ylabel '%s'\nset grid\n%splot %s\n"
+        self.gnuplot("set terminal svg size 820,420 font 'sans,12'\nset output '%s'\n"
+                     "set title '%s'\nset xlabel '%s'\nset ylabel '%s'\nset grid\nset yrange [0:*]\n"
+                     "set key outside right top\n%splot %s\n"
                      % ((os.path.join(self.out, name + ".svg"),) + labels + (extra, plots)), name + ".svg")
 
     def plot_threads(self, rows, counts):
-        series = {n: [(t, self.med(rows, n, "%d" % t, "ops_per_sec")) for t in counts] for n in self.names}
-        self.plot("threads", series, "1:($2/1e6)", "linespoints",
-                  ("threads (the VT-malloc thread benchmark): alloc/free operations per second", "threads", "million ops/s"),
-                  "set logscale x 2\nset key left top\n")
+        """The median of the runs, with a bar from the slowest to the fastest."""
+        series = {}
+        for n in self.names:
+            series[n] = []
+            for t in counts:
+                runs = [r["ops_per_sec"] for r in rows if r["allocator"] == n and r["case"] == "%d" % t]
+                if runs:
+                    series[n].append((t, harness.median(runs), min(runs), max(runs)))
+        self.plot("threads", series, "1:($2/1e6):($3/1e6):($4/1e6)", "yerrorlines",
+                  ("threads (the VT-malloc thread benchmark): alloc/free operations per second, median and range of the runs",
+                   "threads", "million ops/s"),
+                  "set logscale x 2\n")
 
     def plot_memtime(self, curves, rows):
         """Each allocator's first run, shifted so that its free starts at 0."""
@@ -421,23 +434,30 @@ class Suite:
         for n in self.names:
             free_ms = [r["free_ms"] for r in rows if r["run"] == 1 and r["allocator"] == n][0]
             series[n] = [(t - free_ms, mb) for t, mb in curves.get(n, [])]
-        self.plot("memtime", series, "1:2", "lines lw 2",
-                  ("memory over time: resident MB around the free of a burst",
+        self.plot("memtime", series, "1:2", "lines",
+                  ("memory over time: resident MB around the free of a burst (first run)",
                    "milliseconds since the free began", "resident MB"),
-                  "set key right top\nset arrow from 0, graph 0 to 0, graph 1 nohead dt 2\n")
+                  "set arrow from 0, graph 0 to 0, graph 1 nohead dt 2\n")
 
 
 TABLES = ["threads", "threads_ends", "loops", "crossthread", "medium", "workloads", "grow", "cxx", "zsh", "memtime", "arena", "context"]
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(description=__doc__, epilog="tables: " + ", ".join(TABLES),
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--build", default=os.environ.get("BUILD", "build"))
-    parser.add_argument("--out", default=os.path.join(HERE, "results"))
+    parser.add_argument("--out", default=os.path.join(HERE, "results"),
+                        help="folder for tables.md, the CSVs and plots (default: bench/results, which git ignores)")
     parser.add_argument("--mode", choices=sorted(SIZES), default="default")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--only", default=",".join(TABLES), help="comma-separated tables")
+    parser.add_argument("--only", default=",".join(TABLES),
+                        help="comma-separated tables, of those listed below (default: all)")
     args = parser.parse_args()
+    wanted = [t for t in args.only.split(",") if t]
+    unknown = [t for t in wanted if t not in TABLES]
+    if unknown or not wanted:
+        parser.error("unknown table %s; the tables are %s" % (", ".join(unknown) or "(none given)", ", ".join(TABLES)))
 
     os.makedirs(args.out, exist_ok=True)
     allocators, missing = harness.find_allocators(os.path.join(args.build, "libstrata.so"))
@@ -448,7 +468,7 @@ def main():
     suite = Suite(args.build, args.out, allocators, args.repeats, SIZES[args.mode])
     report = ["## strata benchmarks", "Machine: %s. Mode: %s, median of %d runs; ratio = allocator / strata."
               % (harness.machine_line(), args.mode, args.repeats)] + notes
-    for table in args.only.split(","):
+    for table in wanted:
         report.append(getattr(suite, table)())
     text = "\n\n".join(report) + "\n"
     with open(os.path.join(args.out, "tables.md"), "w") as f:
