@@ -223,9 +223,11 @@ INSTALLED := $(INCLUDEDIR)/strata.h $(LIBDIR)/$(REALNAME) $(LIBDIR)/$(SONAME) $(
   $(LIBDIR)/$(API_REALNAME) $(LIBDIR)/$(API_SONAME) $(LIBDIR)/libstrata-api.so \
   $(LIBDIR)/libstrata.a $(LIBDIR)/libstrata-override.a $(LIBDIR)/libstrata-api.a \
   $(PKGCONFIGDIR)/strata.pc $(PKGCONFIGDIR)/strata-api.pc \
-  $(CMAKEDIR)/strataConfig.cmake $(CMAKEDIR)/strataConfigVersion.cmake
+  $(CMAKEDIR)/strataConfig.cmake $(CMAKEDIR)/strataConfigVersion.cmake $(MANDIR)/man3/strata.3
 install: all $(PACKAGING)
-	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(CMAKEDIR)
+	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(CMAKEDIR) \
+	  $(DESTDIR)$(MANDIR)/man3
+	install -m 644 man/strata.3 $(DESTDIR)$(MANDIR)/man3/
 	install -m 644 include/strata.h $(DESTDIR)$(INCLUDEDIR)/
 	install -m 755 $(BUILD)/$(REALNAME) $(BUILD)/$(API_REALNAME) $(DESTDIR)$(LIBDIR)/
 	ln -sf $(REALNAME) $(DESTDIR)$(LIBDIR)/$(SONAME)

@@ -41,10 +41,19 @@ lib/$multiarch/libstrata.so
 lib/$multiarch/libstrata.so.$abi
 lib/$multiarch/libstrata.so.$version
 lib/$multiarch/pkgconfig/strata-api.pc
-lib/$multiarch/pkgconfig/strata.pc"
+lib/$multiarch/pkgconfig/strata.pc
+share/man/man3/strata.3"
 found=$(cd "$root$prefix" 2> /dev/null && find . ! -type d | sed 's|^\./||' | LC_ALL=C sort)
 [ "$found" = "$(echo "$expected" | LC_ALL=C sort)" ] && ok "header in INCLUDEDIR; libraries, pkg-config files and CMake package in LIBDIR" \
     || { bad "installed files"; echo "$found"; }
+# The man page renders without a warning, from where it was installed.
+if command -v man > /dev/null; then
+    warnings=$(man --warnings -l "$root$prefix/share/man/man3/strata.3" 2>&1 > /dev/null)
+    [ -z "$warnings" ] && man -l "$root$prefix/share/man/man3/strata.3" 2> /dev/null | grep -q "STRATA_PURGE_DELAY_MS" \
+        && ok "strata(3) renders without warnings" || { bad "strata(3) warnings"; echo "$warnings"; }
+else
+    bad "man is not installed (apt-get install man-db): strata(3) not checked"
+fi
 for pc in strata strata-api; do
     grep -q "^libdir=$libdir\$" "$lib/pkgconfig/$pc.pc" && grep -q "^Version: $version\$" "$lib/pkgconfig/$pc.pc" \
         && ok "$pc.pc names LIBDIR (not the staging root) and version $version" || { bad "$pc.pc"; cat "$lib/pkgconfig/$pc.pc"; }
