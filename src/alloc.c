@@ -7,6 +7,7 @@
 
 #include "alloc.h"
 #include "core.h"
+#include "instrument.h"
 #include "strata.h"
 
 /* One load on the slow paths; the start itself is init.c's. */
@@ -45,6 +46,18 @@ static bool trim_for_retry(size_t size)
     return true;
 }
 
+/* Under Valgrind, strata handing out a block means memcheck does not see
+ * it (Valgrind's own malloc would have run instead): said once. */
+static void valgrind_blind_warning(void)
+{
+    static _Atomic bool said;
+    if (!atomic_exchange(&said, true))
+        report_warning("running under Valgrind, which does not see the blocks strata hands out: run it with "
+                       "--soname-synonyms=somalloc=libstrata.so* to have it replace malloc (blocks of strata_* "
+                       "calls stay unseen)",
+                       NULL);
+}
+
 /* The calling thread's heap, made at its first allocation; NULL (errno
  * ENOMEM) without memory. */
 static struct heap *calling_heap(void)
@@ -52,6 +65,8 @@ static struct heap *calling_heap(void)
     struct heap *heap = thread_heap;
     if (unlikely(heap == &heap_empty)) {
         strata_init();
+        if (unlikely(instrument_valgrind))
+            valgrind_blind_warning();
         heap = heap_acquire();
         if (heap == NULL)
             errno = ENOMEM;
