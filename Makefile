@@ -62,7 +62,13 @@ BENCH_BIN := $(BENCH_C:bench/%.c=$(BUILD)/bench/%) $(if $(CXX_FOUND),$(BUILD)/be
 .PHONY: all help test test-deps test-debug fuzz test-asan test-tsan bench bench-full bench-deps \
   install uninstall clean
 LIBRARIES := $(BUILD)/libstrata.so $(BUILD)/libstrata.a $(BUILD)/libstrata-api.so $(BUILD)/libstrata-api.a
-all: $(LIBRARIES)
+all: $(LIBRARIES) $(BUILD)/strata-run
+
+# strata-run for this build tree, preloading the library built here (the
+# installed one preloads the installed library).
+$(BUILD)/strata-run: tools/strata-run.in $(BUILD)/libstrata.so
+	sed -e "s|@LIBRARY@|$(abspath $(BUILD))/libstrata.so|" -e 's|@VERSION@|$(VERSION)|' $< > $@
+	chmod 755 $@
 
 help:
 	@echo 'strata $(VERSION): make [target] [VARIABLE=value ...]'
@@ -212,22 +218,29 @@ define configure_file
 	  -e "s|@CMAKE_TO_INCLUDEDIR@|$$(realpath -m -s --relative-to=$(CMAKEDIR) $(INCLUDEDIR))|" $< > $@
 endef
 PACKAGING := $(BUILD)/packaging/strata.pc $(BUILD)/packaging/strata-api.pc \
-  $(BUILD)/packaging/strataConfig.cmake $(BUILD)/packaging/strataConfigVersion.cmake
+  $(BUILD)/packaging/strataConfig.cmake $(BUILD)/packaging/strataConfigVersion.cmake \
+  $(BUILD)/packaging/strata-run
 # Remade at every install: the paths may differ from the last one's.
-$(PACKAGING): $(BUILD)/packaging/%: packaging/%.in FORCE
+$(filter-out %/strata-run,$(PACKAGING)): $(BUILD)/packaging/%: packaging/%.in FORCE
 	@mkdir -p $(dir $@)
 	$(configure_file)
+$(BUILD)/packaging/strata-run: tools/strata-run.in FORCE
+	@mkdir -p $(dir $@)
+	sed -e 's|@LIBRARY@|$(LIBDIR)/libstrata.so|' -e 's|@VERSION@|$(VERSION)|' $< > $@
 FORCE:
 
 INSTALLED := $(INCLUDEDIR)/strata.h $(LIBDIR)/$(REALNAME) $(LIBDIR)/$(SONAME) $(LIBDIR)/libstrata.so \
   $(LIBDIR)/$(API_REALNAME) $(LIBDIR)/$(API_SONAME) $(LIBDIR)/libstrata-api.so \
   $(LIBDIR)/libstrata.a $(LIBDIR)/libstrata-override.a $(LIBDIR)/libstrata-api.a \
   $(PKGCONFIGDIR)/strata.pc $(PKGCONFIGDIR)/strata-api.pc \
-  $(CMAKEDIR)/strataConfig.cmake $(CMAKEDIR)/strataConfigVersion.cmake $(MANDIR)/man3/strata.3
+  $(CMAKEDIR)/strataConfig.cmake $(CMAKEDIR)/strataConfigVersion.cmake $(MANDIR)/man3/strata.3 \
+  $(BINDIR)/strata-run $(MANDIR)/man1/strata-run.1
 install: all $(PACKAGING)
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(CMAKEDIR) \
-	  $(DESTDIR)$(MANDIR)/man3
+	  $(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(BINDIR)
 	install -m 644 man/strata.3 $(DESTDIR)$(MANDIR)/man3/
+	install -m 644 man/strata-run.1 $(DESTDIR)$(MANDIR)/man1/
+	install -m 755 $(BUILD)/packaging/strata-run $(DESTDIR)$(BINDIR)/
 	install -m 644 include/strata.h $(DESTDIR)$(INCLUDEDIR)/
 	install -m 755 $(BUILD)/$(REALNAME) $(BUILD)/$(API_REALNAME) $(DESTDIR)$(LIBDIR)/
 	ln -sf $(REALNAME) $(DESTDIR)$(LIBDIR)/$(SONAME)

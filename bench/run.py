@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
@@ -466,8 +467,11 @@ def main():
     for note in notes:
         print(note)
     suite = Suite(args.build, args.out, allocators, args.repeats, SIZES[args.mode])
-    report = ["## strata benchmarks", "Machine: %s. Mode: %s, median of %d runs; ratio = allocator / strata."
-              % (harness.machine_line(), args.mode, args.repeats)] + notes
+    report = ["## strata benchmarks",
+              "Machine: %s, %s. Mode: %s, median of %d runs. A ratio in brackets is the allocator's figure over "
+              "strata's: the median of the ratios within each run (the two measured one after the other), so it "
+              "can differ from the ratio of the two medians shown." % (harness.machine_line(), time.strftime("%Y-%m-%d"),
+                                                                      args.mode, args.repeats)] + notes
     for table in wanted:
         report.append(getattr(suite, table)())
     text = "\n\n".join(report) + "\n"

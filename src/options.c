@@ -25,25 +25,29 @@ struct options strata_options;
 struct option_row {
     const char *name;
     long fallback, min, max; /* flags: 0..1 */
-    long *target;
+    long *target;            /* NULL for a text option */
     const char *doc;
+    const char **text;       /* a text option's value (NULL: unset) */
 };
 
 static long check_value, verbose_value, show_stats_value, thp_value;
 
 static const struct option_row rows[] = {
     {"STRATA_PURGE_DELAY_MS", 10, 0, 3600000, &strata_options.purge_delay_ms,
-     "free memory unused for this long goes back to the OS (0: at once)"},
+     "free memory unused for this long goes back to the OS (0: at once)", NULL},
     {"STRATA_BACKGROUND_PURGE", BACKGROUND_PURGE_AUTO, BACKGROUND_PURGE_NEVER, BACKGROUND_PURGE_AUTO, &strata_options.background_purge,
-     "purger thread: 0 never, 1 from the start, 2 once a heap holds 4 MiB free or a thread exits"},
+     "purger thread: 0 never, 1 from the start, 2 once a heap holds 4 MiB free or a thread exits", NULL},
     {"STRATA_LIMIT_MB", 0, 0, 1L << 40, &strata_options.limit_mb,
-     "allocations that would map more than this return NULL, ENOMEM (0: none)"},
+     "allocations that would map more than this return NULL, ENOMEM (0: none)", NULL},
     {"STRATA_CHECK", 0, 0, 1, &check_value,
-     "checked mode: every free validated, misuse aborts with the address"},
+     "checked mode: every free validated, misuse aborts with the address", NULL},
     {"STRATA_VERBOSE", 0, 0, 1, &verbose_value,
-     "say at start that strata is in force, with its options; report every ignored foreign free and the purger's start"},
-    {"STRATA_SHOW_STATS", 0, 0, 1, &show_stats_value, "print the statistics table at exit"},
-    {"STRATA_THP", 0, 0, 1, &thp_value, "transparent huge pages for segments (off: never)"},
+     "say at start that strata is in force, with its options; report every ignored foreign free and the purger's start", NULL},
+    {"STRATA_SHOW_STATS", 0, 0, 1, &show_stats_value, "print the statistics table at exit", NULL},
+    {"STRATA_THP", 0, 0, 1, &thp_value, "transparent huge pages for segments (off: never)", NULL},
+    {"STRATA_STATS_FILE", 0, 0, 0, NULL,
+     "at exit, append the statistics as one JSON line to this file (what strata-run reads)",
+     &strata_options.stats_file},
 };
 
 /* Flags take one syntax, in any case: 1, yes, on, true; 0, no, off, false. */
@@ -157,7 +161,10 @@ static void report_in_force(void)
     int n = snprintf(line, sizeof line, "strata %s in force in %s (pid %ld):", STRATA_VERSION, os_program_name(),
                      os_pid());
     for (size_t i = 0; i < sizeof rows / sizeof rows[0] && n > 0 && (size_t)n < sizeof line; i++)
-        n += snprintf(line + n, sizeof line - (size_t)n, " %s=%ld", rows[i].name, *rows[i].target);
+        if (rows[i].target != NULL)
+            n += snprintf(line + n, sizeof line - (size_t)n, " %s=%ld", rows[i].name, *rows[i].target);
+        else if (*rows[i].text != NULL)
+            n += snprintf(line + n, sizeof line - (size_t)n, " %s=%s", rows[i].name, *rows[i].text);
     if (n > 0 && (size_t)n < sizeof line - 1) {
         line[n++] = '\n';
         os_write_stderr(line, (size_t)n);
@@ -168,8 +175,12 @@ static void options_read(void)
 {
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         const struct option_row *row = &rows[i];
-        *row->target = row->fallback;
         const char *text = getenv(row->name);
+        if (row->target == NULL) { /* text: taken as it is */
+            *row->text = text != NULL && *text != '\0' ? text : NULL;
+            continue;
+        }
+        *row->target = row->fallback;
         if (text == NULL || *text == '\0')
             continue;
         long value;
@@ -232,9 +243,10 @@ size_t options_count(void)
     return sizeof rows / sizeof rows[0];
 }
 
-const char *options_describe(size_t i, long *value, const char **doc)
+const char *options_describe(size_t i, long *value, const char **text, const char **doc)
 {
-    *value = *rows[i].target;
+    *value = rows[i].target != NULL ? *rows[i].target : 0;
+    *text = rows[i].target != NULL ? NULL : *rows[i].text != NULL ? *rows[i].text : "";
     *doc = rows[i].doc;
     return rows[i].name;
 }

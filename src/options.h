@@ -25,6 +25,7 @@ struct options {
     bool verbose;          /* STRATA_VERBOSE */
     bool show_stats;       /* STRATA_SHOW_STATS */
     bool thp;              /* STRATA_THP */
+    const char *stats_file; /* STRATA_STATS_FILE, NULL: none */
     uint64_t purge_delay_ns; /* derived: purge_delay_ms in nanoseconds */
 };
 extern STRATA_INTERNAL struct options strata_options;
@@ -34,8 +35,9 @@ extern STRATA_INTERNAL struct options strata_options;
  * reads strata_options. (Threads, fork and exit are init.c's.) */
 void config_init(void);
 size_t options_count(void);
-/* The i-th option's name, value in force and documentation line. */
-const char *options_describe(size_t i, long *value, const char **doc);
+/* The i-th option's name, value in force (*text for a text option, else
+ * NULL) and documentation line. */
+const char *options_describe(size_t i, long *value, const char **text, const char **doc);
 
 /* A start-up step run once, by the first thread to call; the others wait,
  * except a call from within the step itself (a libc call that allocates),

@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <time.h>
@@ -246,6 +247,40 @@ void os_sleep_ns(uint64_t ns)
 void os_yield(void)
 {
     sched_yield();
+}
+
+size_t os_resident_peak_bytes(void)
+{
+    int saved = errno;
+    int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+    size_t peak = 0;
+    if (fd >= 0) {
+        char text[4096];
+        ssize_t n = read(fd, text, sizeof text - 1);
+        close(fd);
+        if (n > 0) {
+            text[n] = '\0';
+            const char *at = strstr(text, "VmHWM:");
+            unsigned long kib = 0;
+            if (at != NULL && sscanf(at + 6, "%lu", &kib) == 1)
+                peak = (size_t)kib * 1024;
+        }
+    }
+    errno = saved;
+    return peak;
+}
+
+bool os_append(const char *path, const char *text, size_t length)
+{
+    int saved = errno;
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    bool written = false;
+    if (fd >= 0) {
+        written = write(fd, text, length) == (ssize_t)length;
+        close(fd);
+    }
+    errno = saved;
+    return written;
 }
 
 long os_pid(void)

@@ -66,6 +66,10 @@ uint64_t os_now_ns(void);
 void os_sleep_ns(uint64_t ns);
 void os_yield(void);
 long os_pid(void);
+/* The process's peak resident bytes (VmHWM; 0 if /proc cannot be read). */
+size_t os_resident_peak_bytes(void);
+/* Appends text to a file (made if need be) with one write; false on failure. */
+bool os_append(const char *path, const char *text, size_t length);
 /* The program's name, as its command line gave it, without the directory. */
 const char *os_program_name(void);
 

@@ -143,35 +143,55 @@ STRATA_EXPORT void strata_stats_print(FILE *out)
     fprintf(out, "  options:");
     for (size_t i = 0; i < options_count(); i++) {
         long value;
-        const char *doc;
-        const char *name = options_describe(i, &value, &doc);
-        fprintf(out, " %s=%ld", name, value);
+        const char *text, *doc;
+        const char *name = options_describe(i, &value, &text, &doc);
+        if (text == NULL)
+            fprintf(out, " %s=%ld", name, value);
+        else if (*text != '\0')
+            fprintf(out, " %s=%s", name, text);
     }
     fprintf(out, "\n");
 }
+
+/* Text as a JSON string's contents: quotes, backslashes and controls left
+ * out (names and paths, never user data). */
+struct json_text {
+    char text[256];
+};
+
+static struct json_text json_safe(const char *from)
+{
+    struct json_text j;
+    size_t n = 0;
+    for (const char *c = from; *c != '\0' && n + 1 < sizeof j.text; c++)
+        if (*c != '"' && *c != '\\' && (unsigned char)*c >= 0x20)
+            j.text[n++] = *c;
+    j.text[n] = '\0';
+    return j;
+}
+
+static uint64_t started_ns;
 
 STRATA_EXPORT void strata_stats_json(FILE *out)
 {
     struct strata_stats s;
     strata_stats_get(&s);
-    /* The name as a JSON string: quotes, backslashes and controls left out. */
-    char program[64];
-    size_t n = 0;
-    for (const char *c = os_program_name(); *c != '\0' && n + 1 < sizeof program; c++)
-        if (*c != '"' && *c != '\\' && (unsigned char)*c >= 0x20)
-            program[n++] = *c;
-    program[n] = '\0';
     fprintf(out,
-            "{\"version\": \"%s\", \"program\": \"%s\", \"pid\": %ld, \"allocated\": %zu, \"allocated_peak\": %zu, \"resident\": %zu, \"mapped\": %zu, "
+            "{\"version\": \"%s\", \"program\": \"%s\", \"pid\": %ld, \"seconds\": %.3f, "
+            "\"resident_peak\": %zu, \"allocated\": %zu, \"allocated_peak\": %zu, \"resident\": %zu, \"mapped\": %zu, "
             "\"cached\": %zu, \"purged\": %zu, \"large_blocks\": %zu, \"large_bytes\": %zu, "
             "\"live_heaps\": %zu, \"abandoned_segments\": %zu, \"options\": {",
-            STRATA_VERSION, program, os_pid(), s.allocated, s.allocated_peak, s.resident, s.mapped, s.cached, s.purged,
+            STRATA_VERSION, json_safe(os_program_name()).text, os_pid(),
+            (double)(os_now_ns() - started_ns) / 1e9, os_resident_peak_bytes(), s.allocated, s.allocated_peak, s.resident, s.mapped, s.cached, s.purged,
             s.large_blocks, s.large_bytes, s.live_heaps, s.abandoned_segments);
     for (size_t i = 0; i < options_count(); i++) {
         long value;
-        const char *doc;
-        const char *name = options_describe(i, &value, &doc);
-        fprintf(out, "%s\"%s\": %ld", i ? ", " : "", name, value);
+        const char *text, *doc;
+        const char *name = options_describe(i, &value, &text, &doc);
+        if (text == NULL)
+            fprintf(out, "%s\"%s\": %ld", i ? ", " : "", name, value);
+        else
+            fprintf(out, "%s\"%s\": \"%s\"", i ? ", " : "", name, json_safe(text).text);
     }
     fprintf(out, "}, \"size_classes\": [");
     for (size_t c = 0; c < s.classes; c++)
@@ -190,8 +210,27 @@ static void print_at_exit(void)
     strata_stats_print(stderr);
 }
 
+/* One JSON line appended with one write, so that the processes of a tree
+ * writing to the same file never interleave. Formatted into a buffer of
+ * its own (room for every size class), never into allocated memory. */
+static void append_at_exit(void)
+{
+    static char line[32768];
+    FILE *memory = fmemopen(line, sizeof line, "w");
+    if (memory == NULL)
+        return;
+    strata_stats_json(memory);
+    long length = ftell(memory);
+    fclose(memory);
+    if (length <= 0 || (size_t)length >= sizeof line || !os_append(strata_options.stats_file, line, (size_t)length))
+        report_warning("cannot append the statistics to STRATA_STATS_FILE", NULL);
+}
+
 void stats_init(void)
 {
+    started_ns = os_now_ns();
     if (strata_options.show_stats)
         atexit(print_at_exit);
+    if (strata_options.stats_file != NULL)
+        atexit(append_at_exit);
 }

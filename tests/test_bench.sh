@@ -36,6 +36,7 @@ done
 check '[ "$(grep -c "^| strata |" "$out/tables.md")" -ge 13 ]' "strata has a row in every table"
 check 'grep -q "^| strata contexts |" "$out/tables.md" && grep -q "^| strata pool |" "$out/tables.md"' "context table rows"
 check 'grep -q "run 1/1" "$out/progress"' "progress lines"
+check 'grep -q "^Machine: .*, 20[0-9][0-9]-[0-9][0-9]-[0-9][0-9]\. .*the median of the ratios within each run" "$out/tables.md"' "the run's machine and date, and what a ratio is"
 if command -v strace > /dev/null; then
     # strata's medium row: ops/s, faults/op, then the system calls per operation, counted.
     check 'grep "^| strata |" "$out/tables.md" | grep -Eq "^\| strata \| [0-9.]+ [kMG]? ?\| [0-9.]+ \| [0-9.]+ \|"' "system calls counted in the medium table"

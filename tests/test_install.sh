@@ -28,7 +28,8 @@ if make -s BUILD="$BUILD" CC="$CC" install DESTDIR="$root" $dirs > "$tmp/out" 2>
     ok "make install DESTDIR= PREFIX= LIBDIR= INCLUDEDIR="
 else bad "make install"; cat "$tmp/out"; fi
 lib="$root$libdir"
-expected="inc/strata.h
+expected="bin/strata-run
+inc/strata.h
 lib/$multiarch/cmake/strata/strataConfig.cmake
 lib/$multiarch/cmake/strata/strataConfigVersion.cmake
 lib/$multiarch/libstrata-api.a
@@ -42,18 +43,26 @@ lib/$multiarch/libstrata.so.$abi
 lib/$multiarch/libstrata.so.$version
 lib/$multiarch/pkgconfig/strata-api.pc
 lib/$multiarch/pkgconfig/strata.pc
+share/man/man1/strata-run.1
 share/man/man3/strata.3"
 found=$(cd "$root$prefix" 2> /dev/null && find . ! -type d | sed 's|^\./||' | LC_ALL=C sort)
 [ "$found" = "$(echo "$expected" | LC_ALL=C sort)" ] && ok "header in INCLUDEDIR; libraries, pkg-config files and CMake package in LIBDIR" \
     || { bad "installed files"; echo "$found"; }
-# The man page renders without a warning, from where it was installed.
+# The man pages render without a warning, from where they were installed.
 if command -v man > /dev/null; then
-    warnings=$(man --warnings -l "$root$prefix/share/man/man3/strata.3" 2>&1 > /dev/null)
-    [ -z "$warnings" ] && man -l "$root$prefix/share/man/man3/strata.3" 2> /dev/null | grep -q "STRATA_PURGE_DELAY_MS" \
-        && ok "strata(3) renders without warnings" || { bad "strata(3) warnings"; echo "$warnings"; }
+    for page in man3/strata.3:STRATA_PURGE_DELAY_MS man1/strata-run.1:--purge-delay; do
+        file="$root$prefix/share/man/${page%%:*}"
+        warnings=$(man --warnings -l "$file" 2>&1 > /dev/null)
+        [ -z "$warnings" ] && man -l "$file" 2> /dev/null | grep -q -- "${page#*:}" \
+            && ok "$(basename "$file") renders without warnings" || { bad "$(basename "$file") warnings"; echo "$warnings"; }
+    done
 else
-    bad "man is not installed (apt-get install man-db): strata(3) not checked"
+    bad "man is not installed (apt-get install man-db): the man pages are not checked"
 fi
+# The installed strata-run preloads the installed library.
+grep -q "^LIBRARY='$libdir/libstrata.so'$" "$root$prefix/bin/strata-run" && [ -x "$root$prefix/bin/strata-run" ] \
+    && ok "strata-run in BINDIR preloads $libdir/libstrata.so" || bad "installed strata-run"
+
 for pc in strata strata-api; do
     grep -q "^libdir=$libdir\$" "$lib/pkgconfig/$pc.pc" && grep -q "^Version: $version\$" "$lib/pkgconfig/$pc.pc" \
         && ok "$pc.pc names LIBDIR (not the staging root) and version $version" || { bad "$pc.pc"; cat "$lib/pkgconfig/$pc.pc"; }
