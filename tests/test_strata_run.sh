@@ -46,6 +46,18 @@ check 'grep -q "^strata [0-9.]* in force in python3" "$out/err" && ! grep -q "^s
 "$run" --stats python3 -c 'pass' 2> "$out/err"
 check 'grep -q "statistics of python3 (pid" "$out/err"' "--stats prints the table"
 
+# --sample: the program's resident memory over time, as CSV and a plot;
+# --compare: the same run on glibc beside strata's.
+"$run" --quiet --sample "$out/rss.csv" --compare python3 -c 'x = [str(i) * 20 for i in range(300000)]' 2> "$out/err"
+check '[ $? -eq 0 ] && head -n 1 "$out/rss.csv" | grep -q "^ms,resident_kib$" && [ "$(wc -l < "$out/rss.csv")" -ge 3 ]' "--sample writes the resident memory over time"
+check 'awk -F, "NR > 1 && \$2 > 20000 { big = 1 } END { exit !big }" "$out/rss.csv"' "the samples see the program's tens of MB"
+if command -v gnuplot > /dev/null; then
+    check 'grep -q "<svg" "$out/rss.csv.svg"' "--sample plots the samples"
+else
+    check false "gnuplot is not installed (apt-get install gnuplot-nox): the plot is not checked"
+fi
+check 'grep -Eq "^strata-run:   time +[0-9.]+ s +[0-9.]+ s  \([0-9.]+x\)$" "$out/err" && grep -Eq "^strata-run:   peak resident, largest one +[0-9.]+ MiB +[0-9.]+ MiB  \([0-9.]+x\)$" "$out/err"' "--compare prints strata and glibc side by side"
+
 # The exit status is the program's; misuse is refused.
 "$run" python3 -c 'import sys; sys.exit(7)' 2> "$out/err"
 check '[ $? -eq 7 ]' "the program's exit status"
