@@ -53,8 +53,7 @@ static void valgrind_blind_warning(void)
     static _Atomic bool said;
     if (!atomic_exchange(&said, true))
         report_warning("running under Valgrind, which does not see the blocks strata hands out: run it with "
-                       "--soname-synonyms=somalloc=libstrata.so* to have it replace malloc (blocks of strata_* "
-                       "calls stay unseen)",
+                       "--soname-synonyms=somalloc=libstrata.so* to have it replace malloc",
                        NULL);
 }
 

@@ -27,6 +27,17 @@ void *realloc_large(void *p, size_t size);
  * free_segment_slow for a pointer into a segment. */
 STRATA_NOINLINE void free_slow(void *p);
 STRATA_NOINLINE void free_segment_slow(void *p);
+/* The strata_* allocation calls as the library's own layers make them
+ * (api.c): never sent to Valgrind's malloc, unlike a program's. */
+void *api_malloc(size_t size);
+void api_free(void *ptr);
+void *api_calloc(size_t count, size_t size);
+void *api_realloc(void *ptr, size_t size);
+void *api_reallocarray(void *ptr, size_t count, size_t size);
+void *api_aligned_alloc(size_t alignment, size_t size);
+int api_posix_memalign(void **out, size_t alignment, size_t size);
+size_t api_usable_size(const void *ptr);
+
 /* A free filled the bin past its limit: half goes back to the pages. */
 STRATA_NOINLINE void free_bin_full(struct heap *heap, struct bin *bin);
 

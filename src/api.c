@@ -1,12 +1,16 @@
 /* api.c: the public strata_* allocation functions. They validate arguments
  * (errno ENOMEM for impossible sizes, EINVAL for bad alignments) and route
  * to the inline paths, the size-class heaps or the large blocks, through
- * alloc.c's retrying slow paths. */
+ * alloc.c's retrying slow paths. The override, the C++ operators, arenas and
+ * contexts call the same functions as api_*; only a program's own strata_*
+ * calls go to Valgrind's malloc when memcheck runs (below). */
 #include <errno.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "alloc.h"
 #include "core.h"
+#include "instrument.h"
 #include "strata.h"
 
 /* A small block that grows is moved to at least this fraction more: a
@@ -16,17 +20,17 @@
  * mappings keep 1/8 headroom. */
 #define MEDIUM_GROWTH_DIVISOR 8
 
-STRATA_EXPORT void *strata_malloc(size_t size)
+void *api_malloc(size_t size)
 {
     return alloc_inline(size);
 }
 
-STRATA_EXPORT void strata_free(void *ptr)
+void api_free(void *ptr)
 {
     free_inline(ptr);
 }
 
-STRATA_EXPORT void *strata_calloc(size_t count, size_t size)
+void *api_calloc(size_t count, size_t size)
 {
     size_t total;
     if (unlikely(__builtin_mul_overflow(count, size, &total))) {
@@ -41,7 +45,7 @@ STRATA_EXPORT void *strata_calloc(size_t count, size_t size)
     return p;
 }
 
-STRATA_EXPORT size_t strata_usable_size(const void *ptr)
+size_t api_usable_size(const void *ptr)
 {
     if (ptr == NULL)
         return 0;
@@ -68,7 +72,7 @@ static void *move_block(void *ptr, size_t old_size, size_t size)
     return fresh;
 }
 
-STRATA_EXPORT void *strata_realloc(void *ptr, size_t size)
+void *api_realloc(void *ptr, size_t size)
 {
     if (ptr == NULL)
         return alloc_inline(size);
@@ -104,17 +108,17 @@ STRATA_EXPORT void *strata_realloc(void *ptr, size_t size)
     return move_block(ptr, old_size, size);
 }
 
-STRATA_EXPORT void *strata_reallocarray(void *ptr, size_t count, size_t size)
+void *api_reallocarray(void *ptr, size_t count, size_t size)
 {
     size_t total;
     if (unlikely(__builtin_mul_overflow(count, size, &total))) {
         errno = ENOMEM;
         return NULL;
     }
-    return strata_realloc(ptr, total);
+    return api_realloc(ptr, total);
 }
 
-STRATA_EXPORT void *strata_aligned_alloc(size_t alignment, size_t size)
+void *api_aligned_alloc(size_t alignment, size_t size)
 {
     if (alignment == 0 || (alignment & (alignment - 1)) != 0) {
         errno = EINVAL;
@@ -134,15 +138,111 @@ STRATA_EXPORT void *strata_aligned_alloc(size_t alignment, size_t size)
     return alloc_class(c);
 }
 
-STRATA_EXPORT int strata_posix_memalign(void **out, size_t alignment, size_t size)
+int api_posix_memalign(void **out, size_t alignment, size_t size)
 {
     if (alignment < sizeof(void *) || (alignment & (alignment - 1)) != 0)
         return EINVAL;
     int saved = errno;
-    void *p = strata_aligned_alloc(alignment, size);
+    void *p = api_aligned_alloc(alignment, size);
     errno = saved;
     if (p == NULL)
         return ENOMEM;
     *out = p;
     return 0;
+}
+
+/* ---- the exported strata_* calls ------------------------------------------
+ * Under Valgrind they go to the process's malloc family: the one memcheck
+ * replaces (the preloaded override, told to it with --soname-synonyms, or
+ * glibc's beside the API library), so that it sees their blocks and reports
+ * a use after free, a leak or an invalid free in them. Resolved when start-up
+ * has found Valgrind; never the override's own functions calling back here,
+ * since those call api_*. */
+static struct {
+    void *(*malloc)(size_t);
+    void (*free)(void *);
+    void *(*calloc)(size_t, size_t);
+    void *(*realloc)(void *, size_t);
+    int (*posix_memalign)(void **, size_t, size_t);
+    size_t (*usable_size)(void *);
+    _Atomic int state; /* 0 not looked up, 1 found, 2 not found */
+} process_malloc;
+
+static STRATA_NOINLINE bool process_malloc_found(void)
+{
+    int state = atomic_load_explicit(&process_malloc.state, memory_order_acquire);
+    if (state == 0) {
+        *(void **)&process_malloc.malloc = os_default_symbol("malloc");
+        *(void **)&process_malloc.free = os_default_symbol("free");
+        *(void **)&process_malloc.calloc = os_default_symbol("calloc");
+        *(void **)&process_malloc.realloc = os_default_symbol("realloc");
+        *(void **)&process_malloc.posix_memalign = os_default_symbol("posix_memalign");
+        *(void **)&process_malloc.usable_size = os_default_symbol("malloc_usable_size");
+        bool all = process_malloc.malloc && process_malloc.free && process_malloc.calloc && process_malloc.realloc &&
+                   process_malloc.posix_memalign && process_malloc.usable_size;
+        state = all ? 1 : 2;
+        atomic_store_explicit(&process_malloc.state, state, memory_order_release);
+    }
+    return state == 1;
+}
+
+#define UNDER_VALGRIND() (unlikely(instrument_valgrind) && process_malloc_found())
+
+STRATA_EXPORT void *strata_malloc(size_t size)
+{
+    return UNDER_VALGRIND() ? process_malloc.malloc(size) : alloc_inline(size);
+}
+
+STRATA_EXPORT void strata_free(void *ptr)
+{
+    if (UNDER_VALGRIND())
+        process_malloc.free(ptr);
+    else
+        free_inline(ptr);
+}
+
+STRATA_EXPORT void *strata_calloc(size_t count, size_t size)
+{
+    return UNDER_VALGRIND() ? process_malloc.calloc(count, size) : api_calloc(count, size);
+}
+
+STRATA_EXPORT size_t strata_usable_size(const void *ptr)
+{
+    return UNDER_VALGRIND() ? (ptr ? process_malloc.usable_size((void *)ptr) : 0) : api_usable_size(ptr);
+}
+
+STRATA_EXPORT void *strata_realloc(void *ptr, size_t size)
+{
+    return UNDER_VALGRIND() ? process_malloc.realloc(ptr, size) : api_realloc(ptr, size);
+}
+
+STRATA_EXPORT void *strata_reallocarray(void *ptr, size_t count, size_t size)
+{
+    size_t total;
+    if (unlikely(__builtin_mul_overflow(count, size, &total))) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return strata_realloc(ptr, total);
+}
+
+STRATA_EXPORT void *strata_aligned_alloc(size_t alignment, size_t size)
+{
+    if (!UNDER_VALGRIND())
+        return api_aligned_alloc(alignment, size);
+    if (alignment == 0 || (alignment & (alignment - 1)) != 0) {
+        errno = EINVAL;
+        return NULL;
+    }
+    void *p = NULL;
+    int failed = process_malloc.posix_memalign(&p, alignment < sizeof(void *) ? sizeof(void *) : alignment, size);
+    if (failed != 0)
+        errno = failed;
+    return failed != 0 ? NULL : p;
+}
+
+STRATA_EXPORT int strata_posix_memalign(void **out, size_t alignment, size_t size)
+{
+    return UNDER_VALGRIND() ? process_malloc.posix_memalign(out, alignment, size)
+                            : api_posix_memalign(out, alignment, size);
 }

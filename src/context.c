@@ -319,7 +319,7 @@ static STRATA_NOINLINE void pool_free_block(struct ctx_pool *pool)
 {
     /* The general allocator will hand these bytes out again: unpoison. */
     memory_usable(pool_start(pool), (size_t)(pool->end - pool_start(pool)));
-    strata_free(pool);
+    api_free(pool);
 }
 
 /* The pool's last chunk is gone: start again from the beginning, or, when
@@ -458,7 +458,7 @@ static STRATA_NOINLINE void release_slow(struct ctx *c)
 {
     limit_give(c->limit, c->size);
     if (c->flags & CTX_OWN_LIMIT)
-        strata_free(c->limit);
+        api_free(c->limit);
     if (c->flags & CTX_IN_POOL) {
         pool_give_back(c->pool, c, extent_of(c->size));
     } else if (c->flags & CTX_POOL) {
@@ -728,7 +728,7 @@ STRATA_EXPORT void *strata_ctx_realloc(const void *parent, void *p, size_t n)
     } else {
         /* A stale pointer to the old block must not look live. */
         c->magic = CTX_FREED;
-        fresh = strata_realloc(c, now);
+        fresh = api_realloc(c, now);
         if (fresh == NULL) {
             c->magic = CTX_MAGIC;
             goto no_memory;
@@ -883,7 +883,7 @@ STRATA_EXPORT int strata_ctx_set_limit(const void *p, size_t bytes)
         }
         retarget_subtree(c, own, own->up);
         c->flags &= ~CTX_OWN_LIMIT;
-        strata_free(own);
+        api_free(own);
         return 0;
     }
     if (bytes == 0)

@@ -96,7 +96,7 @@ static STRATA_COLD void *handler_loop(size_t size, size_t alignment, bool nothro
             report_fatal("operator new: out of memory, and no C++ runtime to throw std::bad_alloc", NULL);
         }
         handler();
-        void *p = alignment <= NEW_ALIGNMENT ? strata_malloc(size) : strata_aligned_alloc(alignment, size);
+        void *p = alignment <= NEW_ALIGNMENT ? api_malloc(size) : api_aligned_alloc(alignment, size);
         if (p != NULL)
             return p;
     }
@@ -166,7 +166,7 @@ static void basic_delete(void *ptr) { free_inline(ptr); }
 
 static void *basic_new_aligned(size_t size, size_t alignment)
 {
-    void *p = strata_aligned_alloc(alignment, size);
+    void *p = api_aligned_alloc(alignment, size);
     return likely(p != NULL) ? p : failed_aligned("_ZnwmSt11align_val_t", size, alignment);
 }
 
@@ -206,7 +206,7 @@ void *cxx_new_array_aligned(size_t size, size_t alignment)
 {
     if (unlikely(basics_replaced()))
         return cxx_new_aligned(size, alignment);
-    void *p = strata_aligned_alloc(alignment, size);
+    void *p = api_aligned_alloc(alignment, size);
     return likely(p != NULL) ? p : failed_aligned("_ZnamSt11align_val_t", size, alignment);
 }
 
@@ -216,7 +216,7 @@ void *cxx_new_aligned_nothrow(size_t size, size_t alignment, const void *tag)
 {
     if (unlikely(basics_replaced()))
         return replaced_aligned_nothrow("_ZnwmSt11align_val_tRKSt9nothrow_t", size, alignment, tag);
-    void *p = strata_aligned_alloc(alignment, size);
+    void *p = api_aligned_alloc(alignment, size);
     return likely(p != NULL) ? p : failed_aligned_nothrow("_ZnwmSt11align_val_tRKSt9nothrow_t", size, alignment, tag);
 }
 
@@ -226,7 +226,7 @@ void *cxx_new_array_aligned_nothrow(size_t size, size_t alignment, const void *t
 {
     if (unlikely(basics_replaced()))
         return replaced_aligned_nothrow("_ZnamSt11align_val_tRKSt9nothrow_t", size, alignment, tag);
-    void *p = strata_aligned_alloc(alignment, size);
+    void *p = api_aligned_alloc(alignment, size);
     return likely(p != NULL) ? p : failed_aligned_nothrow("_ZnamSt11align_val_tRKSt9nothrow_t", size, alignment, tag);
 }
 

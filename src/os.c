@@ -340,3 +340,8 @@ void *os_next_symbol(const char *name)
 {
     return dlsym(RTLD_NEXT, name);
 }
+
+void *os_default_symbol(const char *name)
+{
+    return dlsym(RTLD_DEFAULT, name);
+}

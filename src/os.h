@@ -42,6 +42,9 @@ _Noreturn void os_abort(void);
  * (libstdc++'s operator new, say); NULL when there is none, as in a fully
  * static program. */
 void *os_next_symbol(const char *name);
+/* The process's definition of a symbol, first in the global scope (the
+ * malloc a program's calls reach). */
+void *os_default_symbol(const char *name);
 /* Fault injection, for tests: from now, the `nth` call of the kind fails
  * (0: none), and one in `one_in` at random (0: none), as the OS could fail
  * it: a map or remap returns NULL, a purge leaves the pages resident, an

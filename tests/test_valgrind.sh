@@ -51,6 +51,24 @@ if ${CC:-cc} -std=gnu11 -O0 -g -Wall -Wextra -Werror tests/programs/memcheck_err
 else
     check false "memcheck_errors.c compiles: $(cat "$out")"
 fi
+# The strata_* calls: memcheck sees their blocks too, linked with the API
+# library (beside glibc's malloc) and linked with the override, preloaded.
+for variant in api override; do
+    if [ $variant = api ]; then libs="-L$BUILD -lstrata-api"; preload=""; synonym=""
+    else libs="-L$BUILD -lstrata"; preload="$lib"; synonym="--soname-synonyms=somalloc=libstrata.so*"; fi
+    if ${CC:-cc} -std=gnu11 -O0 -g -Wall -Wextra -Werror -DUSE_STRATA_API -Iinclude tests/programs/memcheck_errors.c -o "$prog" $libs -Wl,-rpath,"$(pwd)/$BUILD" 2> "$out"; then
+        LD_PRELOAD="$preload" valgrind $synonym --error-exitcode=99 "$prog" use-after-free > "$out" 2>&1
+        check '[ $? -eq 99 ] && grep -q "inside a block of size 64 free" "$out"' "strata_* ($variant): write after free reported"
+        LD_PRELOAD="$preload" valgrind $synonym --leak-check=full --error-exitcode=99 "$prog" leak > "$out" 2>&1
+        check '[ $? -eq 99 ] && grep -q "64 bytes in 1 blocks are definitely lost" "$out"' "strata_* ($variant): leak reported"
+        LD_PRELOAD="$preload" valgrind $synonym --error-exitcode=99 "$prog" invalid-free > "$out" 2>&1
+        check '[ $? -eq 99 ] && grep -q "Invalid free()" "$out"' "strata_* ($variant): invalid free reported"
+        LD_PRELOAD="$preload" valgrind $synonym --error-exitcode=99 "$prog" > "$out" 2>&1
+        check '[ $? -eq 0 ] && grep -q "^a block$" "$out"' "strata_* ($variant): a correct run is clean"
+    else
+        check false "memcheck_errors.c with the strata_* calls compiles: $(cat "$out")"
+    fi
+done
 rm -f "$prog"
 echo "checks: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -1,9 +1,16 @@
 /* tests/programs/memcheck_errors.c: one memory error a run, for Valgrind's
- * memcheck to find in a program running on a preloaded strata
+ * memcheck to find in a program running on a preloaded strata, or (built
+ * with -DUSE_STRATA_API) calling strata_malloc and strata_free
  * (tests/test_valgrind.sh): a write after free, a leak, an invalid free. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#ifdef USE_STRATA_API
+#include <strata.h>
+#define malloc strata_malloc
+#define free strata_free
+#endif
 
 int main(int argc, char **argv)
 {
