@@ -12,7 +12,7 @@
  *   3 large.c heap.c                large mappings; thread heaps
  *   4 free.c                        every free but the inline one
  *   5 stats.c                       statistics
- *   6 init.c                        start-up, fork, the purger thread
+ *   6 init.c                        start-up, thread exit, fork, the purger thread
  *   7 alloc.c api.c override.c      the slow paths and the memory-limit
  *     operator_new.c                policy; strata_*; the malloc family;
  *                                   C++'s operator new and delete
@@ -175,7 +175,7 @@ STRATA_NOINLINE void free_slow(void *p);
 /* Prints the statistics at exit when STRATA_SHOW_STATS asks. */
 void stats_init(void);
 
-/* ---- init.c: start-up, fork, the purger thread ------------------------ */
+/* ---- init.c: start-up, thread exit, fork, the purger thread ---------- */
 /* Sets the process up (options, thread-exit key, fork handlers); cheap once
  * done. Runs as a constructor at load, or at the first call before it. */
 void strata_init(void);
