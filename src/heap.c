@@ -782,10 +782,15 @@ bool heap_thread_exit(struct heap *heap)
     return park;
 }
 
+/* Heaps taken off the parked list and being given up (pool lock): a trim
+ * waits for them, so that it returns with their memory back. */
+static unsigned retiring;
+
 void heap_retire_parked(bool all)
 {
     uint64_t now = os_now_ns();
     struct heap *retired = NULL;
+    unsigned count = 0;
     pthread_mutex_lock(&pool_lock);
     for (struct heap **at = &pool_parked; *at != NULL;) {
         struct heap *heap = *at;
@@ -793,15 +798,28 @@ void heap_retire_parked(bool all)
             *at = heap->next_free;
             heap->next_free = retired;
             retired = heap;
+            count++;
         } else {
             at = &heap->next_free;
         }
     }
+    retiring += count;
     pthread_mutex_unlock(&pool_lock);
     while (retired != NULL) {
         struct heap *next = retired->next_free;
         heap_abandon(retired);
         retired = next;
+    }
+    pthread_mutex_lock(&pool_lock);
+    retiring -= count;
+    pthread_mutex_unlock(&pool_lock);
+    /* The purger may be giving some up right now. */
+    for (bool busy = all; busy;) {
+        pthread_mutex_lock(&pool_lock);
+        busy = retiring != 0;
+        pthread_mutex_unlock(&pool_lock);
+        if (busy)
+            os_yield();
     }
 }
 
@@ -834,8 +852,10 @@ void heap_unlock_all(void)
 
 void heap_fork_child(void)
 {
-    /* The forking thread held every lock; the others' threads are gone. */
+    /* The forking thread held every lock; the others' threads are gone,
+     * the purger with any heap it was giving up (lost to the child). */
     pthread_mutex_init(&pool_lock, NULL);
+    retiring = 0;
     for (struct heap *h = heap_first(); h != NULL; h = heap_next(h))
         pthread_mutex_init(&h->lock, NULL);
 }
