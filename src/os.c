@@ -249,25 +249,32 @@ void os_yield(void)
     sched_yield();
 }
 
-size_t os_resident_peak_bytes(void)
+/* A small /proc file's text, NUL-terminated; false when it cannot be read.
+ * errno is as the caller left it. */
+static bool proc_read(const char *path, char *text, size_t size)
 {
     int saved = errno;
-    int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
-    size_t peak = 0;
-    if (fd >= 0) {
-        char text[4096];
-        ssize_t n = read(fd, text, sizeof text - 1);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd < 0 ? -1 : read(fd, text, size - 1);
+    if (fd >= 0)
         close(fd);
-        if (n > 0) {
-            text[n] = '\0';
-            const char *at = strstr(text, "VmHWM:");
-            unsigned long kib = 0;
-            if (at != NULL && sscanf(at + 6, "%lu", &kib) == 1)
-                peak = (size_t)kib * 1024;
-        }
-    }
     errno = saved;
-    return peak;
+    if (n <= 0)
+        return false;
+    text[n] = '\0';
+    return true;
+}
+
+size_t os_resident_peak_bytes(void)
+{
+    char text[4096];
+    if (!proc_read("/proc/self/status", text, sizeof text))
+        return 0;
+    const char *at = strstr(text, "VmHWM:");
+    unsigned long kib = 0;
+    if (at == NULL || sscanf(at + 6, "%lu", &kib) != 1)
+        return 0;
+    return (size_t)kib * 1024;
 }
 
 bool os_append(const char *path, const char *text, size_t length)
@@ -298,19 +305,9 @@ const char *os_program_name(void)
 
 size_t os_resident_bytes(void)
 {
-    int saved = errno;
-    int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        errno = saved;
-        return 0;
-    }
     char text[96];
-    ssize_t n = read(fd, text, sizeof text - 1);
-    close(fd);
-    errno = saved;
-    if (n <= 0)
+    if (!proc_read("/proc/self/statm", text, sizeof text))
         return 0;
-    text[n] = '\0';
     unsigned long size = 0, resident = 0;
     if (sscanf(text, "%lu %lu", &size, &resident) != 2)
         return 0;
