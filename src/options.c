@@ -154,21 +154,31 @@ static void report_unknown(const char *entry)
 
 extern char **environ;
 
+void options_format(char *out, size_t size)
+{
+    size_t n = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0] && n < size; i++) {
+        int added = 0;
+        if (rows[i].target != NULL)
+            added = snprintf(out + n, size - n, " %s=%ld", rows[i].name, *rows[i].target);
+        else if (*rows[i].text != NULL)
+            added = snprintf(out + n, size - n, " %s=%s", rows[i].name, *rows[i].text);
+        if (added < 0)
+            break;
+        n += (size_t)added;
+    }
+}
+
 /* STRATA_VERBOSE's first line: that strata is in force here, and how. */
 static void report_in_force(void)
 {
-    char line[480];
-    int n = snprintf(line, sizeof line, "strata %s in force in %s (pid %ld):", STRATA_VERSION, os_program_name(),
-                     os_pid());
-    for (size_t i = 0; i < sizeof rows / sizeof rows[0] && n > 0 && (size_t)n < sizeof line; i++)
-        if (rows[i].target != NULL)
-            n += snprintf(line + n, sizeof line - (size_t)n, " %s=%ld", rows[i].name, *rows[i].target);
-        else if (*rows[i].text != NULL)
-            n += snprintf(line + n, sizeof line - (size_t)n, " %s=%s", rows[i].name, *rows[i].text);
-    if (n > 0 && (size_t)n < sizeof line - 1) {
-        line[n++] = '\n';
+    char options[OPTIONS_TEXT_MAX], line[OPTIONS_TEXT_MAX + 80];
+    options_format(options, sizeof options);
+    int n = snprintf(line, sizeof line, "strata %s in force in %s (pid %ld):%s\n", STRATA_VERSION,
+                     os_program_name(), os_pid(), options);
+    if (n > 0 && (size_t)n < sizeof line)
         os_write_stderr(line, (size_t)n);
-    }
 }
 
 static void options_read(void)

@@ -38,6 +38,11 @@ size_t options_count(void);
 /* The i-th option's name, value in force (*text for a text option, else
  * NULL) and documentation line. */
 const char *options_describe(size_t i, long *value, const char **text, const char **doc);
+/* " NAME=value" for every option in force (a text option only when set),
+ * as the in-force line and the statistics table print them; cut short to
+ * fit `size`, which OPTIONS_TEXT_MAX leaves room for (a path included). */
+#define OPTIONS_TEXT_MAX 4608
+void options_format(char *out, size_t size);
 
 /* A start-up step run once, by the first thread to call; the others wait,
  * except a call from within the step itself (a libc call that allocates),

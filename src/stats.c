@@ -140,17 +140,9 @@ STRATA_EXPORT void strata_stats_print(FILE *out)
         if (s.size_class[c].pages != 0)
             fprintf(out, "  %10zu %14zu %8zu\n", s.size_class[c].block_size,
                     s.size_class[c].blocks_in_use, s.size_class[c].pages);
-    fprintf(out, "  options:");
-    for (size_t i = 0; i < options_count(); i++) {
-        long value;
-        const char *text, *doc;
-        const char *name = options_describe(i, &value, &text, &doc);
-        if (text == NULL)
-            fprintf(out, " %s=%ld", name, value);
-        else if (*text != '\0')
-            fprintf(out, " %s=%s", name, text);
-    }
-    fprintf(out, "\n");
+    char options[OPTIONS_TEXT_MAX];
+    options_format(options, sizeof options);
+    fprintf(out, "  options:%s\n", options);
 }
 
 /* Text as a JSON string's contents: quotes, backslashes and controls left
