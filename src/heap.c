@@ -718,12 +718,10 @@ static void heap_abandon(struct heap *heap)
     }
     bins_flush_all(heap);
     heap_collect_remote(heap);
+    current_release_empty(heap);
     for (unsigned c = 0; c < CLASS_COUNT; c++) {
-        struct page *page = heap->current[c];
         heap->current[c] = &page_empty;
-        if (page->in_use && page->used == 0)
-            page_release(heap, page);
-        for (page = heap->available[c]; page != NULL; page = page->next)
+        for (struct page *page = heap->available[c]; page != NULL; page = page->next)
             page->listed = 0;
         heap->available[c] = NULL;
     }
