@@ -66,8 +66,10 @@ all: $(LIBRARIES) $(BUILD)/strata-run
 
 # strata-run for this build tree, preloading the library built here (the
 # installed one preloads the installed library).
+# $(call make_strata_run,library): the script, preloading that library.
+make_strata_run = sed -e 's|@LIBRARY@|$(1)|' -e 's|@VERSION@|$(VERSION)|' $< > $@
 $(BUILD)/strata-run: tools/strata-run.in $(BUILD)/libstrata.so
-	sed -e "s|@LIBRARY@|$(abspath $(BUILD))/libstrata.so|" -e 's|@VERSION@|$(VERSION)|' $< > $@
+	$(call make_strata_run,$(abspath $(BUILD))/libstrata.so)
 	chmod 755 $@
 
 help:
@@ -226,7 +228,7 @@ $(filter-out %/strata-run,$(PACKAGING)): $(BUILD)/packaging/%: packaging/%.in FO
 	$(configure_file)
 $(BUILD)/packaging/strata-run: tools/strata-run.in FORCE
 	@mkdir -p $(dir $@)
-	sed -e 's|@LIBRARY@|$(LIBDIR)/libstrata.so|' -e 's|@VERSION@|$(VERSION)|' $< > $@
+	$(call make_strata_run,$(LIBDIR)/libstrata.so)
 FORCE:
 
 INSTALLED := $(INCLUDEDIR)/strata.h $(LIBDIR)/$(REALNAME) $(LIBDIR)/$(SONAME) $(LIBDIR)/libstrata.so \
