@@ -172,8 +172,12 @@ void heap_fork_child(void);
 STRATA_NOINLINE void free_slow(void *p);
 
 /* ---- stats.c ---------------------------------------------------------- */
-/* Prints the statistics at exit when STRATA_SHOW_STATS asks. */
+/* Prints the statistics at exit when STRATA_SHOW_STATS asks, appends
+ * them to STRATA_STATS_FILE when it names one. */
 void stats_init(void);
+/* Appends one sample (time, resident and allocated memory) to
+ * STRATA_STATS_FILE: the purger thread's, every STRATA_SAMPLE_MS. */
+void stats_sample(void);
 
 /* ---- init.c: start-up, thread exit, fork, the purger thread ---------- */
 /* Sets the process up (options, thread-exit key, fork handlers); cheap once

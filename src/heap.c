@@ -165,7 +165,7 @@ struct heap *heap_acquire(void)
     heap->live = true;
     heap->parked_at = 0;
     pthread_mutex_unlock(&heap->lock);
-    if (strata_options.background_purge == BACKGROUND_PURGE_ALWAYS)
+    if (strata_options.purger_at_start)
         purger_ask();
     heap_own(heap);
     return heap;

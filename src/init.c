@@ -74,13 +74,27 @@ __attribute__((constructor)) static void strata_init_at_load(void)
 /* Every purge delay, the aged free slices of every heap whose lock is free
  * go back, so do the heaps exited threads parked that long, and expired
  * cached large mappings: a program that frees a working set and then goes
- * quiet shrinks. */
+ * quiet shrinks. With STRATA_SAMPLE_MS the same thread samples the memory
+ * in between (and only samples under STRATA_BACKGROUND_PURGE=0). */
 static void *purger_main(void *arg)
 {
     (void)arg;
-    uint64_t delay = strata_options.purge_delay_ns ? strata_options.purge_delay_ns : PURGER_MIN_PERIOD_NS;
+    bool purging = strata_options.background_purge != BACKGROUND_PURGE_NEVER;
+    uint64_t delay = strata_options.purge_delay_ns > PURGER_MIN_PERIOD_NS ? strata_options.purge_delay_ns
+                                                                          : PURGER_MIN_PERIOD_NS;
+    uint64_t sample = strata_options.sample_ns;
+    uint64_t period = sample != 0 && (sample < delay || !purging) ? sample : delay;
+    uint64_t next_purge = os_now_ns() + delay;
+    if (sample != 0)
+        stats_sample();
     for (;;) {
-        os_sleep_ns(delay);
+        os_sleep_ns(period);
+        if (sample != 0)
+            stats_sample();
+        uint64_t now = os_now_ns();
+        if (!purging || now + period / 2 < next_purge)
+            continue;
+        next_purge = now + delay;
         heap_for_each_live(heap_purge_idle, NULL, true);
         heap_retire_parked(false);
         large_cache_expire_now();
@@ -91,7 +105,7 @@ static void *purger_main(void *arg)
 void purger_start(void)
 {
     int requested = PURGER_REQUESTED;
-    if (strata_options.background_purge == BACKGROUND_PURGE_NEVER ||
+    if ((strata_options.background_purge == BACKGROUND_PURGE_NEVER && strata_options.sample_ns == 0) ||
         !atomic_compare_exchange_strong(&purger_request, &requested, PURGER_TAKEN))
         return;
     pthread_attr_t attr;

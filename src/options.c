@@ -48,6 +48,8 @@ static const struct option_row rows[] = {
     {"STRATA_STATS_FILE", 0, 0, 0, NULL,
      "at exit, append the statistics as one JSON line to this file (what strata-run reads)",
      &strata_options.stats_file},
+    {"STRATA_SAMPLE_MS", 0, 0, 60000, &strata_options.sample_ms,
+     "with STRATA_STATS_FILE, append the resident and allocated memory to it every this many ms (0: never)", NULL},
 };
 
 /* Flags take one syntax, in any case: 1, yes, on, true; 0, no, off, false. */
@@ -207,6 +209,11 @@ static void options_read(void)
     strata_options.show_stats = show_stats_value != 0;
     strata_options.thp = thp_value != 0;
     strata_options.purge_delay_ns = (uint64_t)strata_options.purge_delay_ms * 1000000u;
+    if (strata_options.stats_file == NULL)
+        strata_options.sample_ms = 0;
+    strata_options.sample_ns = (uint64_t)strata_options.sample_ms * 1000000u;
+    strata_options.purger_at_start =
+        strata_options.background_purge == BACKGROUND_PURGE_ALWAYS || strata_options.sample_ns != 0;
     if (strata_options.verbose)
         report_in_force();
 }

@@ -26,7 +26,12 @@ struct options {
     bool show_stats;       /* STRATA_SHOW_STATS */
     bool thp;              /* STRATA_THP */
     const char *stats_file; /* STRATA_STATS_FILE, NULL: none */
+    long sample_ms;        /* STRATA_SAMPLE_MS, 0: never (always 0 without a stats file) */
     uint64_t purge_delay_ns; /* derived: purge_delay_ms in nanoseconds */
+    uint64_t sample_ns;      /* derived: sample_ms in nanoseconds */
+    /* derived: the purger thread starts with the first heap, to purge
+     * (STRATA_BACKGROUND_PURGE=1) or to sample (STRATA_SAMPLE_MS). */
+    bool purger_at_start;
 };
 extern STRATA_INTERNAL struct options strata_options;
 /* Reads the options and sets up what every layer reads but never changes:

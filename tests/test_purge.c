@@ -131,6 +131,13 @@ static int run_case(const char *name)
         strata_stats_print(stdout);
         return 0;
     }
+    if (strcmp(name, "sample") == 0) { /* 8 MB held 60 ms, then freed for 60 ms */
+        void **blocks = burst(8 * MB, &count);
+        quiet(60);
+        free_burst(blocks, count);
+        quiet(60);
+        return 0;
+    }
     if (strcmp(name, "idle") == 0)
         return 0;
     return 2;
@@ -260,6 +267,43 @@ int main(int argc, char **argv)
     o = check_spawn("idle", "STRATA_SHOW_STATS=1");
     CHECK(exited_cleanly(&o) && strstr(o.output, "strata " STRATA_VERSION " statistics of test (pid ") != NULL &&
           strstr(o.output, " 0.0 MiB") == NULL && strstr(o.output, "given back") != NULL);
+    /* STRATA_SAMPLE_MS: the purger thread appends the memory in use to the
+     * statistics file, in time order, and the exit record comes last. */
+    char samples[] = "/tmp/strata-samples-XXXXXX";
+    int samples_fd = mkstemp(samples);
+    CHECK(samples_fd >= 0);
+    close(samples_fd);
+    char setting[256];
+    snprintf(setting, sizeof setting, "STRATA_STATS_FILE=%s STRATA_SAMPLE_MS=5 STRATA_BACKGROUND_PURGE=0 STRATA_VERBOSE=1", samples);
+    o = check_spawn("sample", setting);
+    CHECK(exited_cleanly(&o) && strstr(o.output, "purger thread started") != NULL);
+    FILE *records = fopen(samples, "r");
+    CHECK(records != NULL);
+    int sampled = 0, in_order = 1, last_is_exit = 0;
+    long most = 0, last_allocated = -1;
+    double last_ms = 0;
+    char record[8192];
+    while (records != NULL && fgets(record, sizeof record, records) != NULL) {
+        const char *at = strstr(record, "{\"sample_ms\": ");
+        last_is_exit = strncmp(record, "{\"version\"", 10) == 0;
+        if (at == NULL)
+            continue;
+        double ms = strtod(at + 14, NULL);
+        in_order &= ms >= last_ms;
+        last_ms = ms;
+        last_allocated = field(record, "\"allocated\": ");
+        most = last_allocated > most ? last_allocated : most;
+        in_order &= strstr(record, "\"program\": \"test\", \"pid\": ") != NULL && field(record, "\"resident\": ") > 0;
+        sampled++;
+    }
+    if (records != NULL)
+        fclose(records);
+    unlink(samples);
+    CHECK(sampled >= 10 && in_order && last_is_exit);
+    CHECK(most >= (long)(8 * MB) && last_allocated >= 0 && last_allocated < (long)MB);
+    /* Without a file to write to, no sampling and no thread for it. */
+    o = check_spawn("sample", "STRATA_SAMPLE_MS=5 STRATA_BACKGROUND_PURGE=0 STRATA_VERBOSE=1");
+    CHECK(exited_cleanly(&o) && strstr(o.output, "purger thread started") == NULL);
     /* Huge pages on request, and the default with everything on. */
     o = check_spawn("trim", "STRATA_THP=1 STRATA_VERBOSE=1");
     CHECK(exited_cleanly(&o));

@@ -29,5 +29,22 @@ for src in "$out"/example-*.c; do
     expected=$(sed -n 's|.*puts(.*/\* \(.*\) \*/$|\1|p' "$src")
     check '[ -n "$expected" ] && [ "$(cat "$out/$name.out")" = "$expected" ]' "$name prints \"$expected\""
 done
+
+# The README's options table is the library's: every option the library
+# says is in force (STRATA_VERBOSE=1, all defaults) has a row with its
+# default, and the table has no row for an option the library lacks.
+in_force=$(env -i STRATA_VERBOSE=1 LD_PRELOAD="$PWD/$BUILD/libstrata.so" /bin/true 2>&1 | sed -n 's/^strata [0-9.]* in force in [^:]*: //p')
+check '[ -n "$in_force" ]' "the library prints the options in force"
+for setting in $in_force; do
+    name=${setting%%=*} value=${setting#*=}
+    [ "$name" = STRATA_VERBOSE ] && value=0
+    check 'grep -q "^| \`$name\` | \`$value\` | " README.md' "README's options table has $name with default $value"
+done
+for name in $(sed -n 's/^| `\(STRATA_[A-Z_]*\)` | .*/\1/p' README.md); do
+    case " $in_force " in
+        *" $name="*) ;;
+        *) [ "$name" = STRATA_STATS_FILE ] || check false "README's options table has $name, which the library does not know" ;;
+    esac
+done
 echo "checks: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -46,11 +46,16 @@ check 'grep -q "^strata [0-9.]* in force in python3" "$out/err" && ! grep -q "^s
 "$run" --stats python3 -c 'pass' 2> "$out/err"
 check 'grep -q "statistics of python3 (pid" "$out/err"' "--stats prints the table"
 
-# --sample: the program's resident memory over time, as CSV and a plot;
-# --compare: the same run on glibc beside strata's.
-"$run" --quiet --sample "$out/rss.csv" --compare python3 -c 'x = [str(i) * 20 for i in range(300000)]' 2> "$out/err"
-check '[ $? -eq 0 ] && head -n 1 "$out/rss.csv" | grep -q "^ms,resident_kib$" && [ "$(wc -l < "$out/rss.csv")" -ge 3 ]' "--sample writes the resident memory over time"
-check 'awk -F, "NR > 1 && \$2 > 20000 { big = 1 } END { exit !big }" "$out/rss.csv"' "the samples see the program's tens of MB"
+# --sample: each process's resident and allocated memory over time, as CSV
+# and a plot; --compare: the same run on glibc beside strata's. Blocks of
+# 2000 bytes come from malloc (python's own pools take the small ones).
+"$run" --quiet --sample "$out/rss.csv" --json "$out/sampled.jsonl" --compare python3 -c 'import time
+x = [bytes(2000) for i in range(20000)]
+time.sleep(0.05)' 2> "$out/err"
+check '[ $? -eq 0 ] && head -n 1 "$out/rss.csv" | grep -q "^ms,pid,program,resident_kib,allocated_kib$" && [ "$(grep -c ",python3[.0-9]*," "$out/rss.csv")" -ge 3 ]' "--sample writes python3's memory over time"
+check 'awk -F, "NR > 1 && \$3 ~ /^python3/ && \$4 > 40000 && \$5 > 38000 { big = 1 } END { exit !big }" "$out/rss.csv"' "the samples see the program's 40 MB, resident and allocated"
+check 'awk -F, "NR > 2 && \$1 < last && \$2 == pid { bad = 1 } { last = \$1; pid = \$2 } END { exit bad }" "$out/rss.csv"' "each process's samples in time order"
+check '[ "$(wc -l < "$out/sampled.jsonl")" -ge 1 ] && ! grep -q sample_ms "$out/sampled.jsonl"' "the JSON file keeps one object per process, not the samples"
 if command -v gnuplot > /dev/null; then
     check 'grep -q "<svg" "$out/rss.csv.svg"' "--sample plots the samples"
 else
