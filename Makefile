@@ -13,6 +13,11 @@ REALNAME := libstrata.so.$(VERSION)
 # The API-only library: strata_*, arenas and contexts, glibc's malloc untouched.
 API_SONAME := libstrata-api.so.$(ABI_VERSION)
 API_REALNAME := libstrata-api.so.$(VERSION)
+# The secure flavour: the same API and override with every protection of
+# README "Secure flavour" (SECURE_SET: a subset, to measure one at a time).
+SECURE_SONAME := libstrata-secure.so.$(ABI_VERSION)
+SECURE_REALNAME := libstrata-secure.so.$(VERSION)
+SECURE_SET ?= 127
 
 PREFIX ?= /usr/local
 LIBDIR ?= $(PREFIX)/lib
@@ -43,9 +48,11 @@ BASE_CFLAGS := -std=gnu11 $(WARN) -Iinclude -Isrc -fPIC -fvisibility=hidden -fno
   -falign-functions=64 -D_GNU_SOURCE
 LIBS := -lpthread
 
-CORE := os report options instrument sizeclass counters purge segment large heap free stats init alloc api arena context
+CORE := os report options instrument sizeclass counters purge segment large heap free stats init alloc secure api arena context
 CORE_OBJ := $(CORE:%=$(BUILD)/obj/%.o)
 ALL_OBJ := $(CORE_OBJ) $(BUILD)/obj/override.o $(BUILD)/obj/operator_new.o
+SECURE_CORE_OBJ := $(CORE:%=$(BUILD)/obj-secure/%.o)
+SECURE_OBJ := $(SECURE_CORE_OBJ) $(BUILD)/obj-secure/override.o $(BUILD)/obj-secure/operator_new.o
 HEADERS := include/strata.h $(wildcard src/*.h)
 
 TEST_C := $(wildcard tests/test_*.c)
@@ -61,15 +68,17 @@ BENCH_BIN := $(BENCH_C:bench/%.c=$(BUILD)/bench/%) $(if $(CXX_FOUND),$(BUILD)/be
 
 .PHONY: all help test test-deps test-debug fuzz test-asan test-tsan bench bench-full bench-deps \
   install uninstall clean
-LIBRARIES := $(BUILD)/libstrata.so $(BUILD)/libstrata.a $(BUILD)/libstrata-api.so $(BUILD)/libstrata-api.a
+LIBRARIES := $(BUILD)/libstrata.so $(BUILD)/libstrata.a $(BUILD)/libstrata-api.so $(BUILD)/libstrata-api.a \
+  $(BUILD)/libstrata-secure.so $(BUILD)/libstrata-secure.a
 all: $(LIBRARIES) $(BUILD)/strata-run
 
 # strata-run for this build tree, preloading the library built here (the
 # installed one preloads the installed library).
-# $(call make_strata_run,library): the script, preloading that library.
-make_strata_run = sed -e 's|@LIBRARY@|$(1)|' -e 's|@VERSION@|$(VERSION)|' $< > $@
+# $(call make_strata_run,folder): the script, preloading the libraries there.
+make_strata_run = sed -e 's|@LIBRARY@|$(1)/libstrata.so|' -e 's|@SECURE_LIBRARY@|$(1)/libstrata-secure.so|' \
+  -e 's|@VERSION@|$(VERSION)|' $< > $@
 $(BUILD)/strata-run: tools/strata-run.in $(BUILD)/libstrata.so
-	$(call make_strata_run,$(abspath $(BUILD))/libstrata.so)
+	$(call make_strata_run,$(abspath $(BUILD)))
 	chmod 755 $@
 
 help:
@@ -78,7 +87,8 @@ help:
 	@echo 'Targets:'
 	@echo '  all (default)  build the libraries in $(BUILD): libstrata.so ($(REALNAME), SONAME $(SONAME))'
 	@echo '                 and libstrata.a replace malloc; libstrata-api.so and libstrata-api.a are'
-	@echo '                 the strata_*, arena and context API alone, leaving glibc'"'"'s malloc in place'
+	@echo '                 the strata_*, arena and context API alone, leaving glibc'"'"'s malloc in place;'
+	@echo '                 libstrata-secure.so and libstrata-secure.a are the secure flavour'
 	@echo '  test           build and run the test suite; ends with "N passed, N failed"'
 	@echo '  test-deps      install the Debian packages the tests need (with sudo when not root)'
 	@echo '  test-debug     the test suite on the debug build (invariants asserted), in build-debug'
@@ -101,6 +111,17 @@ help:
 $(BUILD)/obj/%.o: src/%.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/obj-secure/%.o: src/%.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -DSTRATA_SECURE=$(SECURE_SET) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/$(SECURE_REALNAME): $(SECURE_OBJ)
+	$(CC) -shared -Wl,-soname,$(SECURE_SONAME) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+$(BUILD)/libstrata-secure.so: $(BUILD)/$(SECURE_REALNAME)
+	ln -sf $(SECURE_REALNAME) $(BUILD)/$(SECURE_SONAME)
+	ln -sf $(SECURE_REALNAME) $@
 
 $(BUILD)/$(REALNAME): $(ALL_OBJ)
 	$(CC) -shared -Wl,-soname,$(SONAME) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS)
@@ -129,6 +150,8 @@ $(BUILD)/libstrata-override.a: $(ALL_OBJ)
 	$(one_object_archive)
 $(BUILD)/libstrata-api.a: $(CORE_OBJ)
 	$(one_object_archive)
+$(BUILD)/libstrata-secure-override.a: $(SECURE_OBJ)
+	$(one_object_archive)
 
 # libstrata.a is a GNU ld script, as glibc's libm.a is: it names malloc as
 # undefined, so the override is linked in even when the program itself calls
@@ -136,6 +159,8 @@ $(BUILD)/libstrata-api.a: $(CORE_OBJ)
 # its own folder.
 $(BUILD)/libstrata.a: $(BUILD)/libstrata-override.a
 	printf '/* GNU ld script: strata with its malloc override, linked in even when\n   the program names no malloc function itself. */\nEXTERN(malloc)\nINPUT(libstrata-override.a)\n' > $@
+$(BUILD)/libstrata-secure.a: $(BUILD)/libstrata-secure-override.a
+	printf '/* GNU ld script: strata'"'"'s secure flavour with its malloc override, linked in\n   even when the program names no malloc function itself. */\nEXTERN(malloc)\nINPUT(libstrata-secure-override.a)\n' > $@
 
 # Test programs link the core objects directly (white-box access to internals);
 # the override is exercised through libstrata.so/.a by tests/run.sh.
@@ -143,6 +168,14 @@ TEST_CFLAGS := -std=gnu11 $(WARN) -Iinclude -Isrc -D_GNU_SOURCE $(CPPFLAGS) $(CF
 $(BUILD)/tests/%: tests/%.c tests/check.h bench/common.h $(CORE_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_CFLAGS) $< $(CORE_OBJ) -o $@ $(LDFLAGS) $(LIBS) -ldl
+
+# The same tests on the secure flavour's objects: its paths under the
+# API, stress, fuzzing, contexts, thread exit, fault injection and fork.
+SECURE_TESTS := test_api test_stress test_fuzz test_context test_exit test_purge test_arena test_faults test_fork
+SECURE_TEST_BIN := $(SECURE_TESTS:%=$(BUILD)/tests-secure/%)
+$(BUILD)/tests-secure/%: tests/%.c tests/check.h bench/common.h $(SECURE_CORE_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(TEST_CFLAGS) -DSTRATA_SECURE=$(SECURE_SET) $< $(SECURE_CORE_OBJ) -o $@ $(LDFLAGS) $(LIBS) -ldl
 
 $(BUILD)/bench/%: bench/%.c bench/common.h
 	@mkdir -p $(dir $@)
@@ -169,7 +202,7 @@ $(BUILD)/bench/context: bench/context.c bench/common.h $(CORE_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 $(WARN) -O2 -Iinclude -D_GNU_SOURCE $(CPPFLAGS) $(TALLOC_FLAGS) $< $(CORE_OBJ) -o $@ $(LDFLAGS) $(LIBS) $(TALLOC_LIBS) -lm
 
-test: all $(TEST_BIN) $(BENCH_BIN)
+test: all $(TEST_BIN) $(SECURE_TEST_BIN) $(BENCH_BIN)
 	BUILD=$(BUILD) CC=$(CC) CXX=$(CXX) sh tests/run.sh
 
 # The debug build: strata_assert guards the invariants and the checkers run
@@ -189,12 +222,13 @@ fuzz: $(BUILD)/tests/test_fuzz
 # own malloc, which the override would fight.
 test-asan:
 	$(MAKE) BUILD=build-asan CFLAGS="-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
-	  LIBS="-lpthread -fsanitize=address,undefined" build-asan/libstrata.a $(TEST_C:tests/%.c=build-asan/tests/%)
+	  LIBS="-lpthread -fsanitize=address,undefined" build-asan/libstrata.a $(TEST_C:tests/%.c=build-asan/tests/%) \
+	  $(SECURE_TESTS:%=build-asan/tests-secure/%)
 	BUILD=build-asan SANITIZER=asan sh tests/run.sh
 
 test-tsan:
 	$(MAKE) BUILD=build-tsan CFLAGS="-O1 -g -fsanitize=thread" LIBS="-lpthread -fsanitize=thread" \
-	  build-tsan/libstrata.a $(TEST_C:tests/%.c=build-tsan/tests/%)
+	  build-tsan/libstrata.a $(TEST_C:tests/%.c=build-tsan/tests/%) $(SECURE_TESTS:%=build-tsan/tests-secure/%)
 	BUILD=build-tsan SANITIZER=tsan sh tests/run.sh
 
 bench: all $(BENCH_BIN)
@@ -228,12 +262,14 @@ $(filter-out %/strata-run,$(PACKAGING)): $(BUILD)/packaging/%: packaging/%.in FO
 	$(configure_file)
 $(BUILD)/packaging/strata-run: tools/strata-run.in FORCE
 	@mkdir -p $(dir $@)
-	$(call make_strata_run,$(LIBDIR)/libstrata.so)
+	$(call make_strata_run,$(LIBDIR))
 FORCE:
 
 INSTALLED := $(INCLUDEDIR)/strata.h $(LIBDIR)/$(REALNAME) $(LIBDIR)/$(SONAME) $(LIBDIR)/libstrata.so \
   $(LIBDIR)/$(API_REALNAME) $(LIBDIR)/$(API_SONAME) $(LIBDIR)/libstrata-api.so \
   $(LIBDIR)/libstrata.a $(LIBDIR)/libstrata-override.a $(LIBDIR)/libstrata-api.a \
+  $(LIBDIR)/$(SECURE_REALNAME) $(LIBDIR)/$(SECURE_SONAME) $(LIBDIR)/libstrata-secure.so \
+  $(LIBDIR)/libstrata-secure.a $(LIBDIR)/libstrata-secure-override.a \
   $(PKGCONFIGDIR)/strata.pc $(PKGCONFIGDIR)/strata-api.pc \
   $(CMAKEDIR)/strataConfig.cmake $(CMAKEDIR)/strataConfigVersion.cmake $(MANDIR)/man3/strata.3 \
   $(BINDIR)/strata-run $(MANDIR)/man1/strata-run.1
@@ -244,12 +280,15 @@ install: all $(PACKAGING)
 	install -m 644 man/strata-run.1 $(DESTDIR)$(MANDIR)/man1/
 	install -m 755 $(BUILD)/packaging/strata-run $(DESTDIR)$(BINDIR)/
 	install -m 644 include/strata.h $(DESTDIR)$(INCLUDEDIR)/
-	install -m 755 $(BUILD)/$(REALNAME) $(BUILD)/$(API_REALNAME) $(DESTDIR)$(LIBDIR)/
+	install -m 755 $(BUILD)/$(REALNAME) $(BUILD)/$(API_REALNAME) $(BUILD)/$(SECURE_REALNAME) $(DESTDIR)$(LIBDIR)/
+	ln -sf $(SECURE_REALNAME) $(DESTDIR)$(LIBDIR)/$(SECURE_SONAME)
+	ln -sf $(SECURE_REALNAME) $(DESTDIR)$(LIBDIR)/libstrata-secure.so
 	ln -sf $(REALNAME) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(REALNAME) $(DESTDIR)$(LIBDIR)/libstrata.so
 	ln -sf $(API_REALNAME) $(DESTDIR)$(LIBDIR)/$(API_SONAME)
 	ln -sf $(API_REALNAME) $(DESTDIR)$(LIBDIR)/libstrata-api.so
-	install -m 644 $(BUILD)/libstrata.a $(BUILD)/libstrata-override.a $(BUILD)/libstrata-api.a $(DESTDIR)$(LIBDIR)/
+	install -m 644 $(BUILD)/libstrata.a $(BUILD)/libstrata-override.a $(BUILD)/libstrata-api.a \
+	  $(BUILD)/libstrata-secure.a $(BUILD)/libstrata-secure-override.a $(DESTDIR)$(LIBDIR)/
 	install -m 644 $(BUILD)/packaging/strata.pc $(BUILD)/packaging/strata-api.pc $(DESTDIR)$(PKGCONFIGDIR)/
 	install -m 644 $(BUILD)/packaging/strataConfig.cmake $(BUILD)/packaging/strataConfigVersion.cmake \
 	  $(DESTDIR)$(CMAKEDIR)/

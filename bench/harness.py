@@ -21,10 +21,14 @@ KNOWN = [
 LIBRARY_DIRS = ["/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib"]
 
 
-def find_allocators(strata_lib, search_dirs=None):
-    """[(name, preload path or None)], strata first, then glibc and every known
-    allocator found; missing ones are reported with their package."""
-    found = [("strata", os.path.abspath(strata_lib)), ("glibc", None)]
+def find_allocators(strata_lib, search_dirs=None, secure_lib=None):
+    """[(name, preload path or None)], strata first, then its secure flavour
+    (when built), glibc and every known allocator found; missing ones are
+    reported with their package."""
+    found = [("strata", os.path.abspath(strata_lib))]
+    if secure_lib is not None and os.path.exists(secure_lib):
+        found.append(("strata secure", os.path.abspath(secure_lib)))
+    found.append(("glibc", None))
     missing = []
     for name, soname, package in KNOWN:
         paths = [p for d in (search_dirs or LIBRARY_DIRS) for p in glob.glob(os.path.join(d, soname))]

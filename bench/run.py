@@ -461,7 +461,8 @@ def main():
         parser.error("unknown table %s; the tables are %s" % (", ".join(unknown) or "(none given)", ", ".join(TABLES)))
 
     os.makedirs(args.out, exist_ok=True)
-    allocators, missing = harness.find_allocators(os.path.join(args.build, "libstrata.so"))
+    allocators, missing = harness.find_allocators(os.path.join(args.build, "libstrata.so"),
+                                                  secure_lib=os.path.join(args.build, "libstrata-secure.so"))
     notes = ["note: %s is not installed; measured the rest (apt-get install %s, or sudo make bench-deps)"
              % (name, package) for name, package in missing]
     for note in notes:

@@ -117,6 +117,10 @@ struct strata_stats {
     size_t large_bytes;
     size_t live_heaps;      /* heaps with a live thread (an exited thread's heap kept for the next is not one; its memory is counted) */
     size_t abandoned_segments; /* segments of exited threads still holding blocks */
+    /* The secure flavour's quarantines (0 in the default flavour): freed
+     * blocks held back from reuse, in no other figure but blocks_in_use. */
+    size_t quarantine_blocks;
+    size_t quarantine_bytes;
     size_t classes;         /* entries used in size_class */
     struct {
         size_t block_size;

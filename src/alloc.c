@@ -10,13 +10,6 @@
 #include "instrument.h"
 #include "strata.h"
 
-/* One load on the slow paths; the start itself is init.c's. */
-static inline void purger_start_if_wanted(void)
-{
-    if (unlikely(atomic_load_explicit(&purger_request, memory_order_relaxed) == PURGER_REQUESTED))
-        purger_start();
-}
-
 static void purge_all(struct heap *heap, void *unused)
 {
     (void)unused;
@@ -26,6 +19,8 @@ static void purge_all(struct heap *heap, void *unused)
 STRATA_EXPORT void strata_trim(void)
 {
     strata_init();
+    if (STRATA_SECURE_BUILD && thread_heap != &heap_empty)
+        quarantine_drain(thread_heap);
     heap_trim_own();
     heap_retire_parked(true);
     heap_for_each_live(purge_all, NULL, true);

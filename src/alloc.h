@@ -1,7 +1,9 @@
 /* alloc.h: the inline allocation and free paths, for the API, the override
  * and the contexts: a pop from or a push onto the calling thread's bin, one
  * branch each; and the out-of-line paths behind them (alloc.c, and free.c's
- * free_slow). Nothing else of the core is visible through it. */
+ * free_slow). In the secure flavour every allocation and free goes to
+ * secure.c instead, which uses the same paths underneath. Nothing else of
+ * the core is visible through it. */
 #ifndef STRATA_ALLOC_H
 #define STRATA_ALLOC_H
 
@@ -38,6 +40,16 @@ void *api_aligned_alloc(size_t alignment, size_t size);
 int api_posix_memalign(void **out, size_t alignment, size_t size);
 size_t api_usable_size(const void *ptr);
 
+/* The secure flavour's allocation calls (secure.c): each block checked when
+ * handed out and given a canary, each free validated and checked, then held
+ * in the thread's quarantine; sizes are what was asked. */
+STRATA_NOINLINE void *secure_malloc(size_t size);
+STRATA_NOINLINE void secure_free(void *p);
+void *secure_calloc(size_t total);
+void *secure_realloc(void *p, size_t size);
+void *secure_aligned_alloc(size_t alignment, size_t size);
+size_t secure_usable_size(const void *p);
+
 /* A free filled the bin past its limit: half goes back to the pages. */
 STRATA_NOINLINE void free_bin_full(struct heap *heap, struct bin *bin);
 
@@ -55,13 +67,16 @@ static inline void *bin_pop(unsigned class_index)
 }
 
 /* A block from the thread's bin for `size` (at most SMALL_MAX), or NULL
- * when the bin is empty; never calls out, so callers stay leaf functions. */
+ * when the bin is empty (always, in the secure flavour, whose blocks come
+ * from secure_malloc); never calls out, so callers stay leaf functions. */
 static inline void *bin_try_pop(size_t size)
 {
-    return bin_pop(small_class(size));
+    return STRATA_SECURE_BUILD ? NULL : bin_pop(small_class(size));
 }
 
-static inline void *alloc_inline(size_t size)
+/* The default flavour's allocation and free; the secure flavour's under its
+ * own checks. */
+static inline void *alloc_fast(size_t size)
 {
     if (likely(size <= SMALL_MAX)) {
         void *block = bin_try_pop(size);
@@ -71,7 +86,7 @@ static inline void *alloc_inline(size_t size)
     return alloc_slow(size);
 }
 
-static inline void free_inline(void *p)
+static inline void free_fast(void *p)
 {
     if (likely(is_segment_pointer(p))) {
         struct segment *segment = segment_of(p);
@@ -103,6 +118,19 @@ static inline void free_inline(void *p)
         return;
     }
     free_slow(p);
+}
+
+static inline void *alloc_inline(size_t size)
+{
+    return STRATA_SECURE_BUILD ? secure_malloc(size) : alloc_fast(size);
+}
+
+static inline void free_inline(void *p)
+{
+    if (STRATA_SECURE_BUILD)
+        secure_free(p);
+    else
+        free_fast(p);
 }
 
 #endif /* STRATA_ALLOC_H */

@@ -37,6 +37,8 @@ void *api_calloc(size_t count, size_t size)
         errno = ENOMEM;
         return NULL;
     }
+    if (STRATA_SECURE_BUILD)
+        return secure_calloc(total);
     if (total > SMALL_MAX)
         return alloc_big(total, true);
     void *p = alloc_inline(total);
@@ -47,6 +49,8 @@ void *api_calloc(size_t count, size_t size)
 
 size_t api_usable_size(const void *ptr)
 {
+    if (STRATA_SECURE_BUILD)
+        return secure_usable_size(ptr);
     if (ptr == NULL)
         return 0;
     if (is_segment_pointer(ptr))
@@ -74,6 +78,8 @@ static void *move_block(void *ptr, size_t old_size, size_t size)
 
 void *api_realloc(void *ptr, size_t size)
 {
+    if (STRATA_SECURE_BUILD)
+        return secure_realloc(ptr, size);
     if (ptr == NULL)
         return alloc_inline(size);
     if (size == 0) {
@@ -124,6 +130,8 @@ void *api_aligned_alloc(size_t alignment, size_t size)
         errno = EINVAL;
         return NULL;
     }
+    if (STRATA_SECURE_BUILD)
+        return secure_aligned_alloc(alignment, size);
     if (alignment <= 8)
         return alloc_inline(size);
     if (size > SMALL_MAX || alignment > SLICE_SIZE)

@@ -170,6 +170,17 @@ void heap_fork_child(void);
 /* Every free the inline path does not finish: other threads' blocks,
  * checked mode, large blocks, foreign pointers. */
 STRATA_NOINLINE void free_slow(void *p);
+/* The secure flavour: a validated block of `size` bytes, keyed, that the
+ * thread (heap) freed waits in its quarantine, and the oldest blocks leave
+ * it for real frees (checked first) once it holds too many; at once when
+ * the thread has no heap. */
+void quarantine_put(struct heap *heap, void *p, size_t size);
+/* The page of a pointer into a segment that is the start of one of its
+ * blocks; anything else is reported. */
+struct page *free_segment_page(void *p);
+/* Every block in the heap's quarantine is freed for real (its thread exits,
+ * or trims). */
+void quarantine_drain(struct heap *heap);
 
 /* ---- stats.c ---------------------------------------------------------- */
 /* Prints the statistics at exit when STRATA_SHOW_STATS asks, appends
@@ -186,5 +197,12 @@ void strata_init(void);
 /* Starts the purger thread once a heap asked (purger_request); call with
  * no lock held. */
 STRATA_NOINLINE void purger_start(void);
+/* One load, on the slow paths above init.c (and every secure free), that
+ * starts the purger once a heap asked. */
+static inline void purger_start_if_wanted(void)
+{
+    if (unlikely(atomic_load_explicit(&purger_request, memory_order_relaxed) == PURGER_REQUESTED))
+        purger_start();
+}
 
 #endif /* STRATA_CORE_H */

@@ -2,13 +2,17 @@
  * bin): blocks of other threads and of exited ones (heap_free_block), large
  * blocks, pointers strata did not allocate, pointers that are not a block's
  * start, and checked mode, which sends every free here. Whatever reaches a
- * free list is the start of a block of a page in use, in every mode. */
+ * free list is the start of a block of a page in use, in every mode.
+ * The secure flavour's quarantine is here too: the blocks a thread freed
+ * wait in it before they are freed for real (layout.h, struct quarantine). */
 #include "core.h"
+#include "secure.h"
 
 /* A pointer into a segment must be the start of a block of a page in use
- * (that it was carved, heap_free_block asks its page's owner). Reads only
- * what the page's owner does not change while one of its blocks is out. */
-void free_segment_slow(void *p)
+ * (that it was carved, heap_free_block asks its page's owner): its page, or
+ * a report. Reads only what the page's owner does not change while one of
+ * its blocks is out. */
+struct page *free_segment_page(void *p)
 {
     struct segment *segment = segment_of(p);
     const struct slice *slice = &segment->slices[slice_of(p)];
@@ -22,7 +26,12 @@ void free_segment_slow(void *p)
     if (class_index == CLASS_MEDIUM ? in_page != 0
                                     : block_key(slice->multiplier, in_page) >= page->reserved * class_block_key[class_index])
         report_fatal("free of a pointer that is not the start of a block", p);
-    heap_free_block(page, p);
+    return page;
+}
+
+void free_segment_slow(void *p)
+{
+    heap_free_block(free_segment_page(p), p);
 }
 
 void free_slow(void *p)
@@ -40,4 +49,78 @@ void free_slow(void *p)
     /* glibc stops such a free too (its chunk header is nonsense); ld.so's
      * own early allocations are never freed through malloc's free. */
     report_fatal("free of a pointer strata did not allocate", p);
+}
+
+/* ---- the secure flavour's quarantine -------------------------------------- */
+/* A block leaves the quarantine: its keys must be intact (a write after
+ * free changed them), then it goes where any free of it would. */
+static void quarantine_release(void *p)
+{
+    struct page *page = page_of(segment_of(p), p);
+    size_t slot = page->block_size;
+    if (slot <= SECURE_CHECK_AT_FREE) { /* checked at its free */
+        if (secure_has(SECURE_FILL) && unlikely(!fill_intact(p, 0, fill_words(slot))))
+            report_fatal("write after free (a freed block changed while it waited in the quarantine)", p);
+    } else {
+        if (unlikely(block_is_free(p)))
+            report_fatal("double free", p);
+        if (secure_has(SECURE_FILL) && unlikely(!fill_intact(p, 2, SECURE_FILL_WORDS)))
+            report_fatal("write after free or double free (a freed block changed while it waited in the quarantine)", p);
+        tail_check(p, slot, false);
+    }
+    heap_free_block(page, p);
+}
+
+static void quarantine_release_oldest(struct quarantine *q)
+{
+    void *oldest = q->block[q->head];
+    size_t size = q->size[q->head];
+    q->head = (q->head + 1) & (QUARANTINE_SLOTS - 1);
+    __atomic_store_n(&q->count, q->count - 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&q->bytes, q->bytes - size, __ATOMIC_RELAXED);
+    quarantine_release(oldest);
+}
+
+/* The blocks about to leave were freed long ago and are cold: their first
+ * line and end are fetched QUARANTINE_AHEAD frees before their checks,
+ * and their canary's line, which their size word tells, one free before. */
+#define QUARANTINE_AHEAD 4
+static void quarantine_prefetch(const struct quarantine *q)
+{
+    if (q->count > QUARANTINE_AHEAD) {
+        uint32_t ahead = (q->head + QUARANTINE_AHEAD) & (QUARANTINE_SLOTS - 1);
+        const char *far = q->block[ahead];
+        __builtin_prefetch(far);
+        __builtin_prefetch(far + q->size[ahead] - 1);
+    }
+    if (q->count > 1) {
+        uint32_t soon = (q->head + 1) & (QUARANTINE_SLOTS - 1);
+        if (q->size[soon] > SECURE_CHECK_AT_FREE)
+            tail_prefetch(q->block[soon], q->size[soon]);
+    }
+}
+
+void quarantine_put(struct heap *heap, void *p, size_t size)
+{
+    struct quarantine *q = &heap->quarantine;
+    size_t max_blocks = (size_t)strata_options.quarantine_blocks;
+    size_t max_bytes = (size_t)strata_options.quarantine_kb << 10;
+    if (!secure_has(SECURE_QUARANTINE) || heap == &heap_empty || max_blocks == 0 || size > max_bytes) {
+        quarantine_release(p);
+        return;
+    }
+    while (q->count >= max_blocks || q->bytes + size > max_bytes)
+        quarantine_release_oldest(q);
+    uint32_t at = (q->head + q->count) & (QUARANTINE_SLOTS - 1);
+    q->block[at] = p;
+    q->size[at] = (uint32_t)size;
+    __atomic_store_n(&q->count, q->count + 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&q->bytes, q->bytes + size, __ATOMIC_RELAXED);
+    quarantine_prefetch(q);
+}
+
+void quarantine_drain(struct heap *heap)
+{
+    while (heap->quarantine.count != 0)
+        quarantine_release_oldest(&heap->quarantine);
 }

@@ -49,6 +49,8 @@ static void fork_child(void)
  * started here, outside every lock. */
 static void thread_exit(void *heap)
 {
+    if (STRATA_SECURE_BUILD)
+        quarantine_drain(heap);
     if (heap_thread_exit(heap))
         purger_start();
 }

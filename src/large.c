@@ -6,7 +6,12 @@
  * (tagged SLOT_MOVING while its own realloc remaps it); the registry's
  * entries and reserved room fill at most half of it; no system call runs
  * under large_lock (the registry grows, blocks are remapped and copied, with
- * the lock dropped). */
+ * the lock dropped).
+ * The secure flavour ends every mapping with a guard page (past map_size,
+ * which never counts it), makes a cached mapping inaccessible until it is
+ * taken again, and never hands back the mapping freed last: a use after
+ * free of a large block faults. It neither splits nor remaps cached
+ * mappings (the guard would move) and moves blocks itself (secure.c). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -197,11 +202,17 @@ static size_t round_to_page(size_t size)
 #define LARGE_MAGIC ((uintptr_t)0x5354524c41524745u)
 
 struct large_header {
-    uintptr_t magic; /* LARGE_MAGIC ^ the block's address */
+    uintptr_t magic; /* large_magic(the block's address) */
     size_t map_size;
     size_t offset;   /* from the mapping's start to the block */
     size_t asked;    /* the size last asked for: shrinking is a smaller ask */
 };
+
+/* Keyed, so that a program cannot forge a header that passes. */
+static uintptr_t large_magic(const void *p)
+{
+    return LARGE_MAGIC ^ (uintptr_t)p ^ block_secret.link;
+}
 
 static struct large_header *header_of(const void *p)
 {
@@ -213,10 +224,14 @@ static struct large_header *header_of(const void *p)
  * the same OS page as the block, so reading it never faults. */
 static struct large_header *quick_header(const void *p)
 {
+    /* The secure flavour trusts no header a program could have written,
+     * and a freed block's page may be inaccessible. */
+    if (STRATA_SECURE_BUILD)
+        return NULL;
     if (((uintptr_t)p & (os_page_size() - 1)) != LARGE_HEADER)
         return NULL;
     struct large_header *h = header_of(p);
-    return h->magic == (LARGE_MAGIC ^ (uintptr_t)p) ? h : NULL;
+    return h->magic == large_magic(p) ? h : NULL;
 }
 
 /* Recently freed mappings, kept for reuse so that a program which frees and
@@ -276,9 +291,15 @@ static char *cache_take_slot(size_t i, size_t *map_size)
 /* The smallest cached mapping of at least `low` and at most `high` bytes. */
 static char *cache_take(size_t low, size_t high, size_t *map_size)
 {
+    /* The secure flavour passes over the mapping freed last. */
+    size_t newest = CACHE_SLOTS;
+    if (secure_has(SECURE_LARGE_GUARD))
+        for (size_t i = 0; i < cache_count; i++)
+            if (newest == CACHE_SLOTS || cache[i].freed_at > cache[newest].freed_at)
+                newest = i;
     size_t best = CACHE_SLOTS;
     for (size_t i = 0; i < cache_count; i++)
-        if (cache[i].map_size >= low && cache[i].map_size <= high &&
+        if (i != newest && cache[i].map_size >= low && cache[i].map_size <= high &&
             (best == CACHE_SLOTS || cache[i].map_size < cache[best].map_size))
             best = i;
     return cache_take_slot(best, map_size);
@@ -290,6 +311,8 @@ static char *cache_take(size_t low, size_t high, size_t *map_size)
  * resident pages are reused where a new mapping would fault every page in. */
 static char *cache_take_resizable(size_t size, size_t *map_size)
 {
+    if (secure_has(SECURE_LARGE_GUARD))
+        return NULL;
     size_t best = CACHE_SLOTS;
     for (size_t i = 0; i < cache_count; i++) {
         size_t have = cache[i].map_size;
@@ -328,17 +351,40 @@ static bool cache_put(char *base, size_t map_size, struct cached_mapping *evicte
     return true;
 }
 
+/* The secure flavour's guard page after each mapping; 0 in the default. */
+static size_t guard_size(void)
+{
+    return secure_has(SECURE_LARGE_GUARD) ? os_page_size() : 0;
+}
+
+static void unmap_mapping(char *base, size_t map_size)
+{
+    os_unmap(base, map_size + guard_size());
+}
+
 static void unmap_all(const struct cached_mapping *list, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        os_unmap(list[i].base, list[i].map_size);
+        unmap_mapping(list[i].base, list[i].map_size);
+}
+
+/* A new mapping of map_size bytes and its guard page. */
+static char *map_mapping(size_t map_size, size_t alignment)
+{
+    size_t guard = guard_size();
+    char *base = os_map_aligned(map_size + guard, alignment);
+    if (base != NULL && guard != 0 && !os_protect(base + map_size, guard, false)) {
+        os_unmap(base, map_size + guard);
+        return NULL;
+    }
+    return base;
 }
 
 static void *place(char *base, size_t map_size, size_t offset, size_t asked)
 {
     char *p = base + offset;
     strata_assert(offset >= LARGE_HEADER && offset + asked <= map_size);
-    *header_of(p) = (struct large_header){LARGE_MAGIC ^ (uintptr_t)p, map_size, offset, asked};
+    *header_of(p) = (struct large_header){large_magic(p), map_size, offset, asked};
     return p;
 }
 
@@ -389,8 +435,13 @@ void *large_alloc(size_t size, size_t alignment, bool zero)
         base = resized;
     }
     bool reused = base != NULL;
+    if (reused && secure_has(SECURE_LARGE_GUARD) && !os_protect(base, map_size, true)) {
+        unmap_mapping(base, map_size);
+        base = NULL;
+        reused = false;
+    }
     if (base == NULL)
-        base = os_map_aligned(map_size, alignment > page ? alignment : page);
+        base = map_mapping(map_size, alignment > page ? alignment : page);
     if (base == NULL) {
         errno = ENOMEM;
         return NULL;
@@ -402,7 +453,7 @@ void *large_alloc(size_t size, size_t alignment, bool zero)
     bool ok = insert((uintptr_t)p, map_size, alignment);
     pthread_mutex_unlock(&large_lock);
     if (!ok) {
-        os_unmap(base, map_size);
+        unmap_mapping(base, map_size);
         errno = ENOMEM;
         return NULL;
     }
@@ -427,12 +478,20 @@ bool large_free(void *p)
     char *base = (char *)p - h->offset;
     h->magic = 0; /* a stale pointer to this address is no longer a block */
     counters_bytes_out(-(long)(map_size - h->offset));
+    if (secure_has(SECURE_LARGE_GUARD)) {
+        /* Inaccessible before any thread can take it from the cache; the
+         * system call outside the lock. */
+        pthread_mutex_unlock(&large_lock);
+        bool hidden = page_aligned && os_protect(base, map_size, false);
+        pthread_mutex_lock(&large_lock);
+        page_aligned = hidden;
+    }
     size_t n = cache_expire(evicted, false);
     bool kept = page_aligned && cache_put(base, map_size, evicted, &n);
     pthread_mutex_unlock(&large_lock);
     unmap_all(evicted, n);
     if (!kept)
-        os_unmap(base, map_size);
+        unmap_mapping(base, map_size);
     return true;
 }
 
@@ -468,6 +527,7 @@ size_t large_usable_size(const void *p)
 
 void *large_realloc(void *p, size_t size)
 {
+    strata_assert(!STRATA_SECURE_BUILD); /* secure.c moves its blocks itself */
     /* A string grown in small steps reallocs thousands of times between
      * moves: those calls only read the header (a size that stays fits in
      * the mapping, so it cannot overflow below). */

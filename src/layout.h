@@ -102,9 +102,12 @@ struct block {
     uintptr_t check;
 };
 
-/* Random at start-up (config_init); read-only afterwards. */
+/* Random at start-up (config_init); read-only afterwards. The secure
+ * flavour keys freed blocks' contents (fill), the canaries after blocks and
+ * their size words with three more. */
 struct block_secrets {
     uintptr_t link, check;
+    uintptr_t fill, canary, size;
 };
 extern STRATA_INTERNAL struct block_secrets block_secret;
 
@@ -130,12 +133,19 @@ static inline bool block_is_free(const struct block *b)
     return block_tag(b) <= BLOCK_REMOTE;
 }
 
-/* The next block of an owner's list (tag 0) or a remote list. */
+static inline bool is_segment_pointer(const void *p);
+
+/* The next block of an owner's list (tag 0) or a remote list. The secure
+ * flavour also follows no link out of strata's segments, should the
+ * secrets ever leak. */
 static inline struct block *block_next_tagged(const struct block *b, uintptr_t tag)
 {
     if (unlikely(block_tag(b) != tag))
         report_fatal("double free or write after free", b);
-    return block_link(b);
+    struct block *next = block_link(b);
+    if (STRATA_SECURE_BUILD && unlikely(next != NULL && !is_segment_pointer(next)))
+        report_fatal("a free list's link leads out of strata's memory (a forged link)", b);
+    return next;
 }
 
 static inline struct block *block_next(const struct block *b)
@@ -235,6 +245,21 @@ struct bin {
     uint32_t limit; /* 0 in checked mode: every call goes to the pages */
 };
 
+/* The secure flavour's quarantine (free.c): blocks the thread freed, oldest
+ * first from `head`, each with its size, freed for real once more than
+ * STRATA_QUARANTINE_BLOCKS or STRATA_QUARANTINE_KB wait. Every block in it
+ * is keyed (its first line filled) and counted as used in its page.
+ * `count` and `bytes` are read by statistics from other threads. One slot
+ * in the default flavour, never used. */
+#define QUARANTINE_MAX_BLOCKS 2048
+#define QUARANTINE_SLOTS (secure_has(SECURE_QUARANTINE) ? QUARANTINE_MAX_BLOCKS : 1)
+struct quarantine {
+    uint32_t head, count;
+    size_t bytes;
+    void *block[QUARANTINE_SLOTS];
+    uint32_t size[QUARANTINE_SLOTS];
+};
+
 /* What a bin did since the heap last aged its bins (bin_use). */
 enum { BIN_REFILLED = 1, BIN_FLUSHED = 2, BIN_ACTIVE = 4 };
 
@@ -262,6 +287,7 @@ struct heap {
      * a thread owns it (heap lock). */
     uint64_t parked_at;
     uintptr_t owner_word;                /* what this heap writes as owner */
+    struct quarantine quarantine;        /* the owner's alone (secure flavour) */
     /* Guards the heap's segments (their list, slice masks, dirty counts)
      * and `live`: held by the owner while it takes or releases a page, and
      * by the purger and statistics from other threads. Bins and page free
@@ -290,12 +316,17 @@ extern STRATA_INTERNAL _Atomic(uint8_t) segment_map[SEGMENT_MAP_LENGTH];
  * gives each colour its own L1 and L2 sets. */
 #define SEGMENT_COLORS 16
 #define SEGMENT_COLOR_STRIDE ((uintptr_t)57 * CACHE_LINE)
-_Static_assert((SEGMENT_COLORS - 1) * SEGMENT_COLOR_STRIDE + sizeof(struct segment) <= SLICE_SIZE,
-               "every colour's header fits in slice 0");
+/* The secure flavour keeps the segment's first OS page inaccessible, so that
+ * a linear overflow out of the memory below the segment faults before it
+ * reaches the header (segment.c); the headers start after it. */
+#define SEGMENT_GUARD_BYTES ((uintptr_t)4096)
+#define SEGMENT_HEADER_BASE (secure_has(SECURE_META_GUARD) ? SEGMENT_GUARD_BYTES : 0)
+_Static_assert(SEGMENT_GUARD_BYTES + (SEGMENT_COLORS - 1) * SEGMENT_COLOR_STRIDE + sizeof(struct segment) <= SLICE_SIZE,
+               "every colour's header fits in slice 0, after the guard page");
 
 static inline uintptr_t segment_header_offset(uintptr_t base)
 {
-    return ((base >> SEGMENT_SHIFT) & (SEGMENT_COLORS - 1)) * SEGMENT_COLOR_STRIDE;
+    return SEGMENT_HEADER_BASE + ((base >> SEGMENT_SHIFT) & (SEGMENT_COLORS - 1)) * SEGMENT_COLOR_STRIDE;
 }
 
 /* The segment (its header) of a pointer into it. */

@@ -17,6 +17,7 @@
 #include "os.h"
 #include "report.h"
 #include "layout.h"
+#include "secure.h"
 #include "sizeclass.h"
 #include "strata.h"
 
@@ -50,6 +51,10 @@ static const struct option_row rows[] = {
      &strata_options.stats_file},
     {"STRATA_SAMPLE_MS", 0, 0, 60000, &strata_options.sample_ms,
      "with STRATA_STATS_FILE, append the resident and allocated memory to it every this many ms (0: never)", NULL},
+    {"STRATA_QUARANTINE_BLOCKS", 256, 0, QUARANTINE_MAX_BLOCKS, &strata_options.quarantine_blocks,
+     "secure flavour: freed blocks a thread holds back from reuse, at most (0: none)", NULL},
+    {"STRATA_QUARANTINE_KB", 1024, 0, 1L << 20, &strata_options.quarantine_kb,
+     "secure flavour: bytes of freed blocks a thread holds back from reuse, at most, in KiB", NULL},
 };
 
 /* Flags take one syntax, in any case: 1, yes, on, true; 0, no, off, false. */
@@ -177,8 +182,8 @@ static void report_in_force(void)
 {
     char options[OPTIONS_TEXT_MAX], line[OPTIONS_TEXT_MAX + 80];
     options_format(options, sizeof options);
-    int n = snprintf(line, sizeof line, "strata %s in force in %s (pid %ld):%s\n", STRATA_VERSION,
-                     os_program_name(), os_pid(), options);
+    int n = snprintf(line, sizeof line, "strata %s%s in force in %s (pid %ld):%s\n", STRATA_VERSION,
+                     STRATA_FLAVOUR, os_program_name(), os_pid(), options);
     if (n > 0 && (size_t)n < sizeof line)
         os_write_stderr(line, (size_t)n);
 }
@@ -237,6 +242,12 @@ void once_end(struct once *once, bool *running_here)
 }
 
 struct block_secrets block_secret;
+STRATA_TLS uint64_t secure_random_state;
+
+uint64_t secure_random_seed(void)
+{
+    return os_random() | 1; /* xorshift's state is never 0 */
+}
 
 static struct once config_once;
 static STRATA_TLS bool config_running_here;
@@ -251,6 +262,9 @@ void config_init(void)
     os_set_map_limit((size_t)strata_options.limit_mb << 20);
     block_secret.link = (uintptr_t)os_random();
     block_secret.check = (uintptr_t)os_random();
+    block_secret.fill = (uintptr_t)os_random();
+    block_secret.canary = (uintptr_t)os_random();
+    block_secret.size = (uintptr_t)os_random();
     sizeclass_init();
     once_end(&config_once, &config_running_here);
 }

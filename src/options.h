@@ -27,6 +27,8 @@ struct options {
     bool thp;              /* STRATA_THP */
     const char *stats_file; /* STRATA_STATS_FILE, NULL: none */
     long sample_ms;        /* STRATA_SAMPLE_MS, 0: never (always 0 without a stats file) */
+    long quarantine_blocks; /* STRATA_QUARANTINE_BLOCKS (secure flavour) */
+    long quarantine_kb;     /* STRATA_QUARANTINE_KB (secure flavour) */
     uint64_t purge_delay_ns; /* derived: purge_delay_ms in nanoseconds */
     uint64_t sample_ns;      /* derived: sample_ms in nanoseconds */
     /* derived: the purger thread starts with the first heap, to purge
@@ -34,6 +36,9 @@ struct options {
     bool purger_at_start;
 };
 extern STRATA_INTERNAL struct options strata_options;
+/* How the library names itself where it says what it is: the version, then
+ * this ("" in the default flavour). */
+#define STRATA_FLAVOUR (STRATA_SECURE_BUILD ? " (secure flavour)" : "")
 /* Reads the options and sets up what every layer reads but never changes:
  * the page size, the size-class tables, the memory limit, whether Valgrind
  * runs us. Idempotent and cheap once done; any layer calls it before it

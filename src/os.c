@@ -182,6 +182,14 @@ void os_purge(void *addr, size_t size)
     errno = saved;
 }
 
+bool os_protect(void *addr, size_t size, bool access)
+{
+    int saved = errno;
+    bool done = mprotect(addr, size, access ? PROT_READ | PROT_WRITE : PROT_NONE) == 0;
+    errno = saved;
+    return done;
+}
+
 void os_populate(void *addr, size_t size)
 {
     int saved = errno;

@@ -30,6 +30,9 @@ void *os_map_aligned(size_t size, size_t alignment);
 void os_unmap(void *addr, size_t size);
 /* Gives the pages back to the OS; their contents read as zero afterwards. */
 void os_purge(void *addr, size_t size);
+/* Makes the pages inaccessible (`access` false: a touch faults) or
+ * readable and writable again; false when the kernel refuses. */
+bool os_protect(void *addr, size_t size, bool access);
 /* Asks for transparent huge pages on the range, or for none. */
 void os_huge_pages(void *addr, size_t size, bool wanted);
 /* Faults the pages in now, in one call rather than one trap per page. */

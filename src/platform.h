@@ -1,6 +1,7 @@
 /* platform.h: the one place for compiler and platform variants (branch
  * hints, function attributes, TLS model, symbol visibility) and for the
- * build variants (STRATA_DEBUG), so hot code carries no #ifdefs. */
+ * build variants (STRATA_DEBUG, STRATA_SECURE), so hot code carries no
+ * #ifdefs: it tests constants that the compiler folds away. */
 #ifndef STRATA_PLATFORM_H
 #define STRATA_PLATFORM_H
 
@@ -35,5 +36,30 @@
 #else
 #define STRATA_DEBUG_BUILD 0
 #endif
+
+/* The secure flavour (libstrata-secure): STRATA_SECURE is the set of its
+ * protections (SECURE_ALL in the library; a build with some left out, or
+ * with SECURE_PATHS alone, measures what each costs: README, "Secure
+ * flavour"). Every secure build validates each free and catches every
+ * double free it can see. secure_has(SECURE_X) is a constant, 0 in the
+ * default flavour. */
+enum secure_protection {
+    SECURE_QUARANTINE = 1,  /* freed blocks wait in a per-thread quarantine */
+    SECURE_FILL = 2,        /* freed blocks' first line keyed, checked when handed out */
+    SECURE_CANARY = 4,      /* a canary after each block's end, checked at free and realloc */
+    SECURE_RANDOM = 8,      /* blocks handed out in a random order within a page */
+    SECURE_LARGE_GUARD = 16, /* large blocks end at a guard page; freed ones inaccessible */
+    SECURE_META_GUARD = 32, /* a guard page before each segment's header */
+    SECURE_PATHS = 64,      /* the secure flavour's own paths, with whatever of the above */
+    SECURE_ALL = 127,
+};
+#if defined(STRATA_SECURE) && STRATA_SECURE
+#define STRATA_SECURE_BUILD 1
+#define STRATA_SECURE_SET (STRATA_SECURE | SECURE_PATHS)
+#else
+#define STRATA_SECURE_BUILD 0
+#define STRATA_SECURE_SET 0
+#endif
+#define secure_has(protection) ((STRATA_SECURE_SET & (protection)) != 0)
 
 #endif /* STRATA_PLATFORM_H */

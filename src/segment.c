@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core.h"
+#include "secure.h"
 
 _Atomic(uint8_t) segment_map[SEGMENT_MAP_LENGTH];
 
@@ -92,6 +93,13 @@ static struct segment *segment_new(struct heap *heap)
         /* 64 KiB slices are purged one by one: huge pages would be split
          * (or keep whole 2 MiB resident), so they are opt-in. */
         os_huge_pages(base, SEGMENT_SIZE, strata_options.thp);
+        /* The secure flavour's guard page before the header (layout.h):
+         * kept while the segment is mapped, cached or not. */
+        if (secure_has(SECURE_META_GUARD) && os_page_size() == SEGMENT_GUARD_BYTES &&
+            !os_protect(base, SEGMENT_GUARD_BYTES, false)) {
+            os_unmap(base, SEGMENT_SIZE);
+            return NULL;
+        }
         segment = segment_at(base);
     }
     strata_assert(segment == segment_of(segment));
@@ -231,6 +239,31 @@ bool page_grow_medium(struct heap *heap, struct page *page, size_t size)
     return true;
 }
 
+/* The secure flavour's carving: the `count` new blocks from `first` go on
+ * the page's free list in a random order (Fisher-Yates), so that which
+ * block comes next cannot be told from the last. */
+static void carve_shuffled(struct page *page, char *first, size_t count)
+{
+    uint16_t order[PAGE_CARVE_BYTES / 8];
+    strata_assert_cmp(count, <=, sizeof order / sizeof order[0]);
+    for (size_t i = 0; i < count; i++)
+        order[i] = (uint16_t)i;
+    for (size_t i = count - 1; i > 0; i--) {
+        size_t j = (size_t)(secure_random() % (i + 1));
+        uint16_t swap = order[i];
+        order[i] = order[j];
+        order[j] = swap;
+    }
+    size_t size = page->block_size;
+    struct block *next = page->free;
+    for (size_t i = count; i-- > 0;) {
+        struct block *b = (struct block *)(first + (size_t)order[i] * size);
+        block_set_next(b, next);
+        next = b;
+    }
+    page->free = next;
+}
+
 bool page_extend(struct page *page)
 {
     if (page->capacity == page->reserved)
@@ -243,11 +276,18 @@ bool page_extend(struct page *page)
     if (count > page->reserved - page->capacity)
         count = page->reserved - page->capacity;
     char *first = page->start + (size_t)page->capacity * size;
-    char *p = first;
-    for (size_t i = 1; i < count; i++, p += size)
-        block_set_next((struct block *)p, (struct block *)(p + size));
-    block_set_next((struct block *)p, page->free);
-    page->free = (struct block *)first;
+    if (secure_has(SECURE_FILL)) /* every block a thread pops carries its keys */
+        for (size_t i = 0; i < count; i++)
+            fill_block(first + i * size, 2, fill_words(size));
+    if (secure_has(SECURE_RANDOM) && count > 1) {
+        carve_shuffled(page, first, count);
+    } else {
+        char *p = first;
+        for (size_t i = 1; i < count; i++, p += size)
+            block_set_next((struct block *)p, (struct block *)(p + size));
+        block_set_next((struct block *)p, page->free);
+        page->free = (struct block *)first;
+    }
     /* Atomic: other threads read it to cache a freed block (layout.h,
      * page_surely_carved); it only grows while the page is in use. */
     __atomic_store_n(&page->capacity, page->capacity + (uint32_t)count, __ATOMIC_RELAXED);

@@ -66,6 +66,8 @@ static void count_heap(struct heap *heap, void *arg)
     }
     if (heap->parked_at != 0)
         count_parked_remote(heap, stats);
+    stats->quarantine_blocks += __atomic_load_n(&heap->quarantine.count, __ATOMIC_RELAXED);
+    stats->quarantine_bytes += __atomic_load_n(&heap->quarantine.bytes, __ATOMIC_RELAXED);
 }
 
 static void count_abandoned(const struct segment *s, void *arg)
@@ -90,6 +92,7 @@ STRATA_EXPORT int strata_stats_get(struct strata_stats *stats)
     for (unsigned c = 0; c < CLASS_COUNT; c++)
         stats->allocated += stats->size_class[c].blocks_in_use * class_size[c];
     stats->allocated += stats->large_bytes;
+    stats->allocated -= stats->quarantine_bytes < stats->allocated ? stats->quarantine_bytes : stats->allocated;
     long peak = counters_peak();
     stats->allocated_peak = peak > 0 && (size_t)peak > stats->allocated ? (size_t)peak : stats->allocated;
     stats->resident = os_resident_bytes();
@@ -122,7 +125,7 @@ STRATA_EXPORT void strata_stats_print(FILE *out)
     struct strata_stats s;
     strata_stats_get(&s);
     fprintf(out,
-            "strata %s statistics of %s (pid %ld)\n"
+            "strata %s%s statistics of %s (pid %ld)\n"
             "  allocated      %12s (peak %s)\n"
             "  resident       %12s (the whole process)\n"
             "  mapped         %12s\n"
@@ -130,12 +133,15 @@ STRATA_EXPORT void strata_stats_print(FILE *out)
             "  given back     %12s (free memory returned to the OS with madvise, so far)\n"
             "  large blocks   %12zu (%s)\n"
             "  live heaps     %12zu\n"
-            "  abandoned segs %12zu\n"
-            "  %10s %14s %8s\n",
-            STRATA_VERSION, os_program_name(), os_pid(), human(s.allocated).text, human(s.allocated_peak).text,
+            "  abandoned segs %12zu\n",
+            STRATA_VERSION, STRATA_FLAVOUR, os_program_name(), os_pid(), human(s.allocated).text, human(s.allocated_peak).text,
             human(s.resident).text, human(s.mapped).text, human(s.cached).text, human(s.purged).text,
-            s.large_blocks, human(s.large_bytes).text, s.live_heaps, s.abandoned_segments, "class",
-            "blocks in use", "pages");
+            s.large_blocks, human(s.large_bytes).text, s.live_heaps, s.abandoned_segments);
+    if (STRATA_SECURE_BUILD)
+        fprintf(out, "  quarantine     %12s in %zu blocks (at most %ld blocks, %ld KiB a thread)\n",
+                human(s.quarantine_bytes).text, s.quarantine_blocks, strata_options.quarantine_blocks,
+                strata_options.quarantine_kb);
+    fprintf(out, "  %10s %14s %8s\n", "class", "blocks in use", "pages");
     for (size_t c = 0; c < s.classes; c++)
         if (s.size_class[c].pages != 0)
             fprintf(out, "  %10zu %14zu %8zu\n", s.size_class[c].block_size,
@@ -169,13 +175,14 @@ STRATA_EXPORT void strata_stats_json(FILE *out)
     struct strata_stats s;
     strata_stats_get(&s);
     fprintf(out,
-            "{\"version\": \"%s\", \"program\": \"%s\", \"pid\": %ld, \"seconds\": %.3f, "
+            "{\"version\": \"%s\", \"flavour\": \"%s\", \"program\": \"%s\", \"pid\": %ld, \"seconds\": %.3f, "
             "\"resident_peak\": %zu, \"allocated\": %zu, \"allocated_peak\": %zu, \"resident\": %zu, \"mapped\": %zu, "
             "\"cached\": %zu, \"purged\": %zu, \"large_blocks\": %zu, \"large_bytes\": %zu, "
-            "\"live_heaps\": %zu, \"abandoned_segments\": %zu, \"options\": {",
-            STRATA_VERSION, json_safe(os_program_name()).text, os_pid(),
+            "\"live_heaps\": %zu, \"abandoned_segments\": %zu, \"quarantine_blocks\": %zu, \"quarantine_bytes\": %zu, "
+            "\"options\": {",
+            STRATA_VERSION, STRATA_SECURE_BUILD ? "secure" : "default", json_safe(os_program_name()).text, os_pid(),
             (double)(os_now_ns() - started_ns) / 1e9, os_resident_peak_bytes(), s.allocated, s.allocated_peak, s.resident, s.mapped, s.cached, s.purged,
-            s.large_blocks, s.large_bytes, s.live_heaps, s.abandoned_segments);
+            s.large_blocks, s.large_bytes, s.live_heaps, s.abandoned_segments, s.quarantine_blocks, s.quarantine_bytes);
     for (size_t i = 0; i < options_count(); i++) {
         long value;
         const char *text, *doc;

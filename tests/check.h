@@ -14,6 +14,16 @@
 
 #include "../bench/common.h"
 
+/* Built on the secure flavour's objects (make's tests-secure): where its
+ * behaviour differs by design, a test checks the secure flavour's. */
+#if defined(STRATA_SECURE) && STRATA_SECURE
+#define TEST_SECURE 1
+#define TEST_FLAVOUR " (secure flavour)"
+#else
+#define TEST_SECURE 0
+#define TEST_FLAVOUR ""
+#endif
+
 static int check_passed, check_failed;
 
 #define CHECK(cond)                                                              \

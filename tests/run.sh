@@ -28,9 +28,11 @@ record() { # name, output file, exit status
 }
 
 out=$(mktemp)
-for t in "$BUILD"/tests/test_*; do
+# The test programs, then those built again on the secure flavour's objects.
+for t in "$BUILD"/tests/test_* "$BUILD"/tests-secure/test_*; do
     [ -x "$t" ] || continue
     name=$(basename "$t")
+    case "$t" in */tests-secure/*) flavour=" (secure flavour)" ;; *) flavour="" ;; esac
     case "$SANITIZER:$name" in
         tsan:test_api|tsan:test_sizeclass|tsan:test_pages|tsan:test_misuse) continue ;;
         ?*:test_benchmem) # it checks real resident sizes, which shadow memory swamps
@@ -38,7 +40,7 @@ for t in "$BUILD"/tests/test_*; do
             continue ;;
     esac
     timeout 600 "$t" > "$out" 2>&1
-    record "$name" "$out" $?
+    record "$name$flavour" "$out" $?
 done
 # The stress test once more in checked mode: every free validated, no false
 # alarm, and (under TSan) no race in the checks themselves.

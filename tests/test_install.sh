@@ -37,6 +37,11 @@ lib/$multiarch/libstrata-api.so
 lib/$multiarch/libstrata-api.so.$abi
 lib/$multiarch/libstrata-api.so.$version
 lib/$multiarch/libstrata-override.a
+lib/$multiarch/libstrata-secure-override.a
+lib/$multiarch/libstrata-secure.a
+lib/$multiarch/libstrata-secure.so
+lib/$multiarch/libstrata-secure.so.$abi
+lib/$multiarch/libstrata-secure.so.$version
 lib/$multiarch/libstrata.a
 lib/$multiarch/libstrata.so
 lib/$multiarch/libstrata.so.$abi
@@ -62,6 +67,8 @@ fi
 # The installed strata-run preloads the installed library.
 grep -q "^LIBRARY='$libdir/libstrata.so'$" "$root$prefix/bin/strata-run" && [ -x "$root$prefix/bin/strata-run" ] \
     && ok "strata-run in BINDIR preloads $libdir/libstrata.so" || bad "installed strata-run"
+grep -q "^SECURE_LIBRARY='$libdir/libstrata-secure.so'$" "$root$prefix/bin/strata-run" \
+    && ok "strata-run --secure preloads $libdir/libstrata-secure.so" || bad "installed strata-run's secure flavour"
 
 for pc in strata strata-api; do
     grep -q "^libdir=$libdir\$" "$lib/pkgconfig/$pc.pc" && grep -q "^Version: $version\$" "$lib/pkgconfig/$pc.pc" \
@@ -70,7 +77,7 @@ done
 
 # The shared libraries: the real file carries the full version, the SONAME
 # the ABI's, and the two links point at the real file.
-for name in libstrata libstrata-api; do
+for name in libstrata libstrata-api libstrata-secure; do
     real=$name.so.$version
     [ -f "$lib/$real" ] && [ "$(readlink "$lib/$name.so.$abi")" = "$real" ] && [ "$(readlink "$lib/$name.so")" = "$real" ] \
         && ok "$real, with $name.so.$abi and $name.so linked to it" || bad "library files: $(ls -l "$lib")"
@@ -82,15 +89,16 @@ malloc_names='malloc|free|calloc|realloc|reallocarray|posix_memalign|aligned_all
 defined() { nm "$@" --defined-only 2> /dev/null | awk 'NF == 3 && $2 ~ /^[TDBRVW]$/ { print $3 }'; }
 in_api=$(defined -D "$lib/libstrata-api.so.$version" | grep -Ec "^($malloc_names)\$")
 in_full=$(defined -D "$lib/libstrata.so.$version" | grep -Ec "^($malloc_names)\$")
-[ "$in_api" -eq 0 ] && [ "$in_full" -ge 20 ] \
-    && ok "libstrata.so exports the malloc family ($in_full names), libstrata-api.so none of it" \
-    || bad "malloc names exported: libstrata.so $in_full, libstrata-api.so $in_api"
+in_secure=$(defined -D "$lib/libstrata-secure.so.$version" | grep -Ec "^($malloc_names)\$")
+[ "$in_api" -eq 0 ] && [ "$in_full" -ge 20 ] && [ "$in_secure" -eq "$in_full" ] \
+    && ok "libstrata.so and libstrata-secure.so export the malloc family ($in_full names), libstrata-api.so none of it" \
+    || bad "malloc names exported: libstrata.so $in_full, libstrata-secure.so $in_secure, libstrata-api.so $in_api"
 
 # The archives define only strata_* (and, with the override, the malloc
 # family); libstrata.a is the linker script that pulls the override in.
-for archive in libstrata-override libstrata-api; do
+for archive in libstrata-override libstrata-secure-override libstrata-api; do
     allowed="strata_.*"
-    [ $archive = libstrata-override ] && allowed="strata_.*|$malloc_names|_Z(nw|na|dl|da).*"
+    [ $archive != libstrata-api ] && allowed="strata_.*|$malloc_names|_Z(nw|na|dl|da).*"
     stray=$(defined -g "$lib/$archive.a" | grep -Ev "^($allowed)\$")
     count=$(defined -g "$lib/$archive.a" | wc -l)
     [ -z "$stray" ] && [ "$count" -gt 20 ] && ok "$archive.a defines $count global names, none outside $allowed" \
@@ -106,9 +114,12 @@ archive_forms=$(defined -g "$lib/libstrata-override.a" | cxx_forms)
     || { bad "operator new and delete forms"; echo "libstdc++: $expected_forms"; echo "strata: $archive_forms"; }
 grep -q '^EXTERN(malloc)$' "$lib/libstrata.a" && grep -q '^INPUT(libstrata-override.a)$' "$lib/libstrata.a" \
     && ok "libstrata.a is a linker script naming malloc and the override archive" || { bad "libstrata.a"; cat "$lib/libstrata.a"; }
+grep -q '^EXTERN(malloc)$' "$lib/libstrata-secure.a" && grep -q '^INPUT(libstrata-secure-override.a)$' "$lib/libstrata-secure.a" \
+    && ok "libstrata-secure.a is a linker script naming malloc and the secure override archive" \
+    || { bad "libstrata-secure.a"; cat "$lib/libstrata-secure.a"; }
 
 cflags="-std=gnu11 -Wall -Wextra -Werror -I$root$prefix/inc"
-for archive in libstrata libstrata-api; do
+for archive in libstrata libstrata-secure libstrata-api; do
     if $CC $cflags tests/programs/clashing.c "$lib/$archive.a" -o "$tmp/clashing" -lpthread > "$tmp/out" 2>&1 \
         && "$tmp/clashing" > "$tmp/out" 2>&1; then ok "a program defining os_map, page_new, heap_check, thread_heap links $archive.a and runs"
     else bad "clashing names with $archive.a"; cat "$tmp/out"; fi

@@ -20,7 +20,7 @@ LAYERS = [
     ("free paths", ["free"]),
     ("statistics", ["stats"]),
     ("start-up and fork", ["init"]),
-    ("API", ["alloc", "api", "override", "operator_new"]),
+    ("API", ["alloc", "secure", "api", "override", "operator_new"]),
     ("arenas and contexts", ["arena", "context"]),
 ]
 
@@ -45,6 +45,8 @@ FORBIDDEN_HEADERS = ["internal.h"]
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 BUILD = os.environ.get("BUILD", "build")
 SRC = os.environ.get("LAYERS_SRC", os.path.join(ROOT, "src"))
+# The folder of objects under $BUILD: obj, or obj-secure for the secure flavour's.
+OBJ = os.environ.get("LAYERS_OBJ", "obj")
 passed = failed = 0
 
 
@@ -144,15 +146,15 @@ def includes(path):
 
 
 def main():
-    objects = sorted(glob.glob(os.path.join(BUILD, "obj", "*.o")))
+    objects = sorted(glob.glob(os.path.join(BUILD, OBJ, "*.o")))
     if "--graph" in sys.argv[1:]:
         if not objects:
-            print("no object files in %s/obj: run make first" % BUILD)
+            print("no object files in %s/%s: run make first" % (BUILD, OBJ))
             return 0
         arrows = read_graph(objects)
         print_graph(arrows, cycles(arrows))
         return 0
-    check(objects, "no object files in %s/obj: run make first" % BUILD)
+    check(objects, "no object files in %s/%s: run make first" % (BUILD, OBJ))
     arrows = read_graph(objects)
     layer_of, twice = {}, []
     for number, (_, names) in enumerate(LAYERS):

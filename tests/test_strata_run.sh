@@ -43,6 +43,8 @@ assert {\"sort\", \"seq\"} <= {r[\"program\"] for r in rows}
 check 'grep -q "\"STRATA_CHECK\": 1, " "$out/opts.jsonl" && grep -q "\"STRATA_LIMIT_MB\": 64, " "$out/opts.jsonl" && grep -q "\"STRATA_PURGE_DELAY_MS\": 25, " "$out/opts.jsonl"' "--check, --limit and --purge-delay reach the program"
 "$run" --verbose --quiet python3 -c 'pass' 2> "$out/err"
 check 'grep -q "^strata [0-9.]* in force in python3" "$out/err" && ! grep -q "^strata-run: " "$out/err"' "--verbose says strata is in force; --quiet prints no summary"
+"$run" --secure --verbose --json "$out/secure.jsonl" python3 -c 'pass' 2> "$out/err"
+check 'grep -q "^strata [0-9.]* (secure flavour) in force in python3" "$out/err" && grep -q "\"flavour\": \"secure\"" "$out/secure.jsonl"' "--secure runs the program on the secure flavour"
 "$run" --stats python3 -c 'pass' 2> "$out/err"
 check 'grep -q "statistics of python3 (pid" "$out/err"' "--stats prints the table"
 

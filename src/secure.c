@@ -1,0 +1,218 @@
+/* secure.c: the secure flavour's allocation calls (libstrata-secure), which
+ * alloc.h's inline paths and api.c send every allocation and free to in
+ * that flavour. They run over the default flavour's heaps and large blocks
+ * and add what secure.h describes:
+ * - a small block handed out has its keys checked (a write after free
+ *   while it was free is reported) and gets a canary after the size asked
+ *   for and a keyed size word at its slot's end;
+ * - a free is validated (the start of a block strata handed out, not free:
+ *   every double free it can see), the canary checked (an overflow past
+ *   the end is reported), the block's first line keyed and the block held
+ *   in the thread's quarantine (free.c) before it is freed for real;
+ * - blocks above the small classes are large mappings, each ending at a
+ *   guard page, inaccessible once freed (large.c).
+ * Invariant: a block handed out of `size` bytes in a slot of S has S >=
+ * size + its tail, its canary at size and its size word in its last bytes;
+ * the usable size is `size`. */
+#include <errno.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "core.h"
+#include "secure.h"
+
+/* The largest size a small block holds with its tail. */
+#define SECURE_SMALL_LIMIT (SMALL_MAX - SECURE_TAIL_SMALL)
+
+/* Whether a small block is free: on a free list, or keyed in a
+ * quarantine (from word 0, up to SECURE_CHECK_AT_FREE; from word 2 above). */
+static bool small_is_free(const void *p, size_t slot)
+{
+    const struct block *b = p;
+    if (block_is_free(b))
+        return true;
+    if (!secure_has(SECURE_FILL))
+        return false;
+    return ((const uintptr_t *)p)[slot <= SECURE_CHECK_AT_FREE ? 0 : 2] == fill_key(p);
+}
+
+/* A small block of the class for `size` bytes: its keys checked, its tail
+ * set. (The class's size is read once the allocation has set strata up.) */
+static void *handed_out(unsigned class_index, size_t size)
+{
+    void *p = alloc_class(class_index);
+    if (unlikely(p == NULL))
+        return NULL;
+    size_t slot = class_size[class_index];
+    if (secure_has(SECURE_FILL)) {
+        if (unlikely(!fill_intact(p, 2, fill_words(slot))))
+            report_fatal("write after free (a free block changed before it was handed out again)", p);
+        if (slot > SECURE_CHECK_AT_FREE) /* a live block never passes for a free one */
+            memset((uintptr_t *)p + 2, 0, SECURE_FILL_BYTES - 2 * sizeof(uintptr_t));
+    }
+    tail_set(p, size, slot, false);
+    return p;
+}
+
+/* A large mapping for `size` bytes and `room` more to grow into. */
+static void *large_block(size_t size, size_t room, size_t alignment, bool zero)
+{
+    if (size > (size_t)PTRDIFF_MAX - SECURE_TAIL_LARGE - room) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    void *p = alloc_large(size + room + SECURE_TAIL_LARGE, alignment, zero);
+    if (p != NULL)
+        tail_set(p, size, large_usable_size(p), true);
+    return p;
+}
+
+/* A block for `size` bytes with `room` more, of a class whose blocks are
+ * all 16-aligned, as glibc's are: the class of a multiple of 16 is that
+ * (sizeclass.h). */
+static void *block_with_room(size_t size, size_t room)
+{
+    if (likely(size <= SECURE_SMALL_LIMIT && room <= SECURE_SMALL_LIMIT - size))
+        return handed_out(size_class((size + room + SECURE_TAIL_SMALL + 15) & ~(size_t)15), size);
+    return large_block(size, room, 0, false);
+}
+
+void *secure_malloc(size_t size)
+{
+    return block_with_room(size, 0);
+}
+
+void *secure_calloc(size_t total)
+{
+    if (total > SECURE_SMALL_LIMIT)
+        return large_block(total, 0, 0, true);
+    void *p = block_with_room(total, 0);
+    if (p != NULL)
+        memset(p, 0, total);
+    return p;
+}
+
+void *secure_aligned_alloc(size_t alignment, size_t size)
+{
+    if (alignment <= 16)
+        return secure_malloc(size);
+    size_t want = size + SECURE_TAIL_SMALL;
+    if (size > SECURE_SMALL_LIMIT || alignment > SLICE_SIZE)
+        return large_block(size, 0, alignment, false);
+    config_init(); /* the class sizes are read here */
+    unsigned c = size_class(want > alignment ? want : alignment);
+    while (c < CLASS_COUNT && class_size[c] % alignment != 0)
+        c++;
+    if (c == CLASS_COUNT)
+        return large_block(size, 0, alignment, false);
+    return handed_out(c, size);
+}
+
+/* The size a live block was asked for, and its slot in *slot; misuse (a
+ * pointer strata did not hand out, a free block, an overflow) is reported. */
+static size_t live_size(const void *p, bool *large, size_t *slot)
+{
+    *large = !is_segment_pointer(p);
+    if (*large) {
+        *slot = large_usable_size(p);
+        if (*slot == 0) {
+            free_slow((void *)p); /* reports it: a double free, or not strata's */
+            report_fatal("free of a pointer strata did not allocate", p);
+        }
+        return tail_check(p, *slot, true);
+    }
+    *slot = free_segment_page((void *)p)->block_size;
+    if (unlikely(small_is_free(p, *slot)))
+        report_fatal("double free (or use of a freed block)", p);
+    return tail_check(p, *slot, false);
+}
+
+void secure_free(void *p)
+{
+    if (p == NULL)
+        return;
+    if (unlikely(!is_segment_pointer(p))) {
+        bool large;
+        size_t slot;
+        live_size(p, &large, &slot);
+        free_slow(p); /* the mapping is made inaccessible in the cache */
+        return;
+    }
+    size_t slot = free_segment_page(p)->block_size;
+    if (slot <= SECURE_CHECK_AT_FREE) {
+        if (unlikely(small_is_free(p, slot)))
+            report_fatal("double free (or use of a freed block)", p);
+        tail_check(p, slot, false);
+        if (secure_has(SECURE_FILL))
+            fill_block(p, 0, fill_words(slot));
+    } else if (secure_has(SECURE_FILL)) {
+        fill_block(p, 2, SECURE_FILL_WORDS); /* checked when it leaves the quarantine */
+    }
+    quarantine_put(thread_heap, p, slot);
+    purger_start_if_wanted(); /* the frees it made may have filled the pages' free slices */
+}
+
+/* Whether p starts a small block of a page in use, asked without a report
+ * (the usable size of anything else is 0, as in the default flavour). */
+static bool starts_small_block(const void *p)
+{
+    const struct segment *segment = segment_of(p);
+    const struct slice *slice = &segment->slices[slice_of(p)];
+    if (slice->class_index >= CLASS_COUNT)
+        return false;
+    uint32_t in_page = slice_page_offset(slice, (uint32_t)((uintptr_t)p & SEGMENT_MASK));
+    const struct page *page = &segment->pages[slice->page_slice];
+    return block_key(slice->multiplier, in_page) < page->reserved * class_block_key[slice->class_index];
+}
+
+size_t secure_usable_size(const void *p)
+{
+    if (p == NULL)
+        return 0;
+    if (is_segment_pointer(p)) {
+        if (!starts_small_block(p) || small_is_free(p, page_of(segment_of(p), p)->block_size))
+            return 0;
+    } else if (large_usable_size(p) == 0) {
+        return 0;
+    }
+    bool large;
+    size_t slot;
+    return live_size(p, &large, &slot);
+}
+
+/* A block that grows tends to grow again: it moves with an eighth more. */
+#define SECURE_GROWTH_DIVISOR 8
+
+void *secure_realloc(void *p, size_t size)
+{
+    if (p == NULL)
+        return secure_malloc(size);
+    if (size == 0) {
+        secure_free(p);
+        return NULL;
+    }
+    bool large;
+    size_t slot;
+    size_t old = live_size(p, &large, &slot);
+    size_t tail = large ? SECURE_TAIL_LARGE : SECURE_TAIL_SMALL;
+    /* In place while it fits and keeps at least half its slot. */
+    if (size <= slot - tail && size >= slot / 2) {
+        tail_set(p, size, slot, large);
+        return p;
+    }
+    size_t room = size > old ? size / SECURE_GROWTH_DIVISOR : 0;
+    int saved = errno;
+    void *fresh = block_with_room(size, room);
+    if (fresh == NULL && room != 0)
+        fresh = block_with_room(size, 0);
+    if (unlikely(fresh == NULL)) {
+        if (size > old)
+            return NULL;
+        errno = saved; /* a shrink never fails: the block stays, smaller */
+        tail_set(p, size, slot, large);
+        return p;
+    }
+    memcpy(fresh, p, old < size ? old : size);
+    secure_free(p);
+    return fresh;
+}
