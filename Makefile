@@ -171,7 +171,7 @@ $(BUILD)/tests/%: tests/%.c tests/check.h bench/common.h $(CORE_OBJ)
 
 # The same tests on the secure flavour's objects: its paths under the
 # API, stress, fuzzing, contexts, thread exit, fault injection and fork.
-SECURE_TESTS := test_api test_stress test_fuzz test_context test_exit test_purge test_arena test_faults test_fork
+SECURE_TESTS := test_api test_misuse test_stress test_fuzz test_context test_exit test_purge test_arena test_faults test_fork
 SECURE_TEST_BIN := $(SECURE_TESTS:%=$(BUILD)/tests-secure/%)
 $(BUILD)/tests-secure/%: tests/%.c tests/check.h bench/common.h $(SECURE_CORE_OBJ)
 	@mkdir -p $(dir $@)

@@ -89,30 +89,13 @@ static inline void *alloc_fast(size_t size)
 static inline void free_fast(void *p)
 {
     if (likely(is_segment_pointer(p))) {
-        struct segment *segment = segment_of(p);
         struct heap *heap = thread_heap;
-        uintptr_t owner = atomic_load_explicit(&segment->owner, memory_order_relaxed);
-        /* Only the start of a block its page has carved goes on (the key of
-         * its offset is below the slice's carved key); anything else takes
-         * the slow path, which reports it, so no other pointer reaches a free
-         * list. (Only the owner carves, so only the owner reads the carved
-         * key here.) */
-        uint32_t offset = (uint32_t)((uintptr_t)p & SEGMENT_MASK);
-        const struct slice *slice = &segment->slices[offset >> SLICE_SHIFT];
-        if (likely(owner == (uintptr_t)heap)) {
-            if (likely(slice_holds_block(slice, offset))) {
-                unsigned c = slice->class_index;
-                struct bin *bin = &heap->bins[c];
-                struct block *block = p;
-                if (unlikely(block == bin->head))
-                    report_fatal("double free", p);
-                block_set_next(block, bin->head);
-                bin->head = block;
-                if (likely(++bin->count <= bin->limit))
-                    return;
-                free_bin_full(heap, bin);
+        struct bin *bin = bin_push_own(heap, p);
+        if (likely(bin != NULL)) {
+            if (likely(bin->count <= bin->limit))
                 return;
-            }
+            free_bin_full(heap, bin);
+            return;
         }
         free_segment_slow(p);
         return;

@@ -54,21 +54,26 @@ void free_slow(void *p)
 /* ---- the secure flavour's quarantine -------------------------------------- */
 /* A block leaves the quarantine: its keys must be intact (a write after
  * free changed them), then it goes where any free of it would. */
-static void quarantine_release(void *p)
+static void quarantine_release(void *p, size_t slot)
 {
-    struct page *page = page_of(segment_of(p), p);
-    size_t slot = page->block_size;
+    struct block_keys keys = keys_of(p);
     if (slot <= SECURE_CHECK_AT_FREE) { /* checked at its free */
-        if (secure_has(SECURE_FILL) && unlikely(!fill_intact(p, 0, fill_words(slot))))
+        if (secure_has(SECURE_FILL) && unlikely(!fill_intact(p, keys.fill, 0, fill_words(slot))))
             report_fatal("write after free (a freed block changed while it waited in the quarantine)", p);
     } else {
         if (unlikely(block_is_free(p)))
             report_fatal("double free", p);
-        if (secure_has(SECURE_FILL) && unlikely(!fill_intact(p, 2, SECURE_FILL_WORDS)))
+        if (secure_has(SECURE_FILL) && unlikely(!fill_intact(p, keys.fill, 2, SECURE_FILL_WORDS)))
             report_fatal("write after free or double free (a freed block changed while it waited in the quarantine)", p);
-        tail_check(p, slot, false);
+        tail_check(p, slot, false, &keys);
     }
-    heap_free_block(page, p);
+    /* The thread's own block goes to its bin, as the inline free puts it. */
+    struct heap *heap = thread_heap;
+    struct bin *bin = bin_push_own(heap, p);
+    if (bin == NULL)
+        heap_free_block(page_of(segment_of(p), p), p);
+    else if (unlikely(bin->count > bin->limit))
+        heap_bin_flush(heap, bin);
 }
 
 static void quarantine_release_oldest(struct quarantine *q)
@@ -78,7 +83,7 @@ static void quarantine_release_oldest(struct quarantine *q)
     q->head = (q->head + 1) & (QUARANTINE_SLOTS - 1);
     __atomic_store_n(&q->count, q->count - 1, __ATOMIC_RELAXED);
     __atomic_store_n(&q->bytes, q->bytes - size, __ATOMIC_RELAXED);
-    quarantine_release(oldest);
+    quarantine_release(oldest, size);
 }
 
 /* The blocks about to leave were freed long ago and are cold: their first
@@ -106,7 +111,7 @@ void quarantine_put(struct heap *heap, void *p, size_t size)
     size_t max_blocks = (size_t)strata_options.quarantine_blocks;
     size_t max_bytes = (size_t)strata_options.quarantine_kb << 10;
     if (!secure_has(SECURE_QUARANTINE) || heap == &heap_empty || max_blocks == 0 || size > max_bytes) {
-        quarantine_release(p);
+        quarantine_release(p, size);
         return;
     }
     while (q->count >= max_blocks || q->bytes + size > max_bytes)

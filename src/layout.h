@@ -381,6 +381,32 @@ static inline bool page_surely_carved(const struct page *page, const void *p)
     return (size_t)((const char *)p - page->start) < (size_t)capacity * page->block_size;
 }
 
+/* A free into the thread's own bin, the inline free's and the quarantine's:
+ * the bin, its count raised (the caller flushes one past its limit), or
+ * NULL when p is not the start of a block the heap's page has carved.
+ * Only the start of a carved block goes on (the key of its offset is below
+ * the slice's carved key); anything else takes the caller's slow path,
+ * which reports it, so no other pointer reaches a free list. (Only the
+ * owner carves, so only the owner reads the carved key here.) */
+static inline struct bin *bin_push_own(struct heap *heap, void *p)
+{
+    struct segment *segment = segment_of(p);
+    uintptr_t owner = atomic_load_explicit(&segment->owner, memory_order_relaxed);
+    uint32_t offset = (uint32_t)((uintptr_t)p & SEGMENT_MASK);
+    const struct slice *slice = &segment->slices[offset >> SLICE_SHIFT];
+    if (likely(owner == (uintptr_t)heap) && likely(slice_holds_block(slice, offset))) {
+        struct bin *bin = &heap->bins[slice->class_index];
+        struct block *block = p;
+        if (unlikely(block == bin->head))
+            report_fatal("double free", p);
+        block_set_next(block, bin->head);
+        bin->head = block;
+        bin->count++;
+        return bin;
+    }
+    return NULL;
+}
+
 /* The usable size of a block in a segment, 0 when its page holds no class
  * (inline: realloc asks it at every step of a string grown in place). */
 static inline size_t small_usable_size(const void *p)

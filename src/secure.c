@@ -26,31 +26,35 @@
 
 /* Whether a small block is free: on a free list, or keyed in a
  * quarantine (from word 0, up to SECURE_CHECK_AT_FREE; from word 2 above). */
-static bool small_is_free(const void *p, size_t slot)
+static bool small_is_free(const void *p, size_t slot, const struct block_keys *keys)
 {
     const struct block *b = p;
     if (block_is_free(b))
         return true;
     if (!secure_has(SECURE_FILL))
         return false;
-    return ((const uintptr_t *)p)[slot <= SECURE_CHECK_AT_FREE ? 0 : 2] == fill_key(p);
+    return ((const uintptr_t *)p)[slot <= SECURE_CHECK_AT_FREE ? 0 : 2] == keys->fill;
 }
 
 /* A small block of the class for `size` bytes: its keys checked, its tail
  * set. (The class's size is read once the allocation has set strata up.) */
 static void *handed_out(unsigned class_index, size_t size)
 {
-    void *p = alloc_class(class_index);
-    if (unlikely(p == NULL))
-        return NULL;
+    void *p = bin_pop(class_index);
+    if (unlikely(p == NULL)) {
+        p = alloc_class(class_index);
+        if (p == NULL)
+            return NULL;
+    }
     size_t slot = class_size[class_index];
+    struct block_keys keys = keys_of(p);
     if (secure_has(SECURE_FILL)) {
-        if (unlikely(!fill_intact(p, 2, fill_words(slot))))
+        if (unlikely(!fill_intact(p, keys.fill, 2, fill_words(slot))))
             report_fatal("write after free (a free block changed before it was handed out again)", p);
         if (slot > SECURE_CHECK_AT_FREE) /* a live block never passes for a free one */
             memset((uintptr_t *)p + 2, 0, SECURE_FILL_BYTES - 2 * sizeof(uintptr_t));
     }
-    tail_set(p, size, slot, false);
+    tail_set(p, size, slot, false, &keys);
     return p;
 }
 
@@ -62,8 +66,10 @@ static void *large_block(size_t size, size_t room, size_t alignment, bool zero)
         return NULL;
     }
     void *p = alloc_large(size + room + SECURE_TAIL_LARGE, alignment, zero);
-    if (p != NULL)
-        tail_set(p, size, large_usable_size(p), true);
+    if (p != NULL) {
+        struct block_keys keys = keys_of(p);
+        tail_set(p, size, large_usable_size(p), true, &keys);
+    }
     return p;
 }
 
@@ -108,23 +114,42 @@ void *secure_aligned_alloc(size_t alignment, size_t size)
     return handed_out(c, size);
 }
 
+/* The slot of a pointer into a segment that starts a small block: the
+ * thread's own carved ones are told by their slice alone, as the inline
+ * free tells them; the others by their page (free_segment_page reports the
+ * rest). 0 for a medium block, which the secure flavour never makes. */
+static size_t small_slot(const void *p)
+{
+    const struct segment *segment = segment_of(p);
+    uint32_t offset = (uint32_t)((uintptr_t)p & SEGMENT_MASK);
+    const struct slice *slice = &segment->slices[offset >> SLICE_SHIFT];
+    bool own = atomic_load_explicit(&segment->owner, memory_order_relaxed) == (uintptr_t)thread_heap;
+    if (likely(own && slice_holds_block(slice, offset)))
+        return class_size[slice->class_index];
+    struct page *page = free_segment_page((void *)p);
+    return page->class_index < CLASS_COUNT ? page->block_size : 0;
+}
+
 /* The size a live block was asked for, and its slot in *slot; misuse (a
  * pointer strata did not hand out, a free block, an overflow) is reported. */
 static size_t live_size(const void *p, bool *large, size_t *slot)
 {
     *large = !is_segment_pointer(p);
+    struct block_keys keys = keys_of(p);
     if (*large) {
         *slot = large_usable_size(p);
         if (*slot == 0) {
             free_slow((void *)p); /* reports it: a double free, or not strata's */
             report_fatal("free of a pointer strata did not allocate", p);
         }
-        return tail_check(p, *slot, true);
+        return tail_check(p, *slot, true, &keys);
     }
-    *slot = free_segment_page((void *)p)->block_size;
-    if (unlikely(small_is_free(p, *slot)))
+    *slot = small_slot(p);
+    if (unlikely(*slot == 0))
+        report_fatal("free of a pointer that is not the start of a block", p);
+    if (unlikely(small_is_free(p, *slot, &keys)))
         report_fatal("double free (or use of a freed block)", p);
-    return tail_check(p, *slot, false);
+    return tail_check(p, *slot, false, &keys);
 }
 
 void secure_free(void *p)
@@ -138,15 +163,25 @@ void secure_free(void *p)
         free_slow(p); /* the mapping is made inaccessible in the cache */
         return;
     }
-    size_t slot = free_segment_page(p)->block_size;
+    size_t slot = small_slot(p);
+    if (unlikely(slot == 0)) { /* a medium block: none of the secure flavour's */
+        free_segment_slow(p);
+        return;
+    }
+    struct block_keys keys = keys_of(p);
     if (slot <= SECURE_CHECK_AT_FREE) {
-        if (unlikely(small_is_free(p, slot)))
+        if (unlikely(small_is_free(p, slot, &keys)))
             report_fatal("double free (or use of a freed block)", p);
-        tail_check(p, slot, false);
+        tail_check(p, slot, false, &keys);
         if (secure_has(SECURE_FILL))
-            fill_block(p, 0, fill_words(slot));
-    } else if (secure_has(SECURE_FILL)) {
-        fill_block(p, 2, SECURE_FILL_WORDS); /* checked when it leaves the quarantine */
+            fill_block(p, keys.fill, 0, fill_words(slot));
+    } else {
+        /* One read of the first line finds a double free at once; the
+         * tail, and the keys, are checked when it leaves the quarantine. */
+        if (unlikely(small_is_free(p, slot, &keys)))
+            report_fatal("double free (or use of a freed block)", p);
+        if (secure_has(SECURE_FILL))
+            fill_block(p, keys.fill, 2, SECURE_FILL_WORDS);
     }
     quarantine_put(thread_heap, p, slot);
     purger_start_if_wanted(); /* the frees it made may have filled the pages' free slices */
@@ -170,7 +205,10 @@ size_t secure_usable_size(const void *p)
     if (p == NULL)
         return 0;
     if (is_segment_pointer(p)) {
-        if (!starts_small_block(p) || small_is_free(p, page_of(segment_of(p), p)->block_size))
+        if (!starts_small_block(p))
+            return 0;
+        struct block_keys keys = keys_of(p);
+        if (small_is_free(p, page_of(segment_of(p), p)->block_size, &keys))
             return 0;
     } else if (large_usable_size(p) == 0) {
         return 0;
@@ -196,8 +234,9 @@ void *secure_realloc(void *p, size_t size)
     size_t old = live_size(p, &large, &slot);
     size_t tail = large ? SECURE_TAIL_LARGE : SECURE_TAIL_SMALL;
     /* In place while it fits and keeps at least half its slot. */
+    struct block_keys keys = keys_of(p);
     if (size <= slot - tail && size >= slot / 2) {
-        tail_set(p, size, slot, large);
+        tail_set(p, size, slot, large, &keys);
         return p;
     }
     size_t room = size > old ? size / SECURE_GROWTH_DIVISOR : 0;
@@ -209,7 +248,7 @@ void *secure_realloc(void *p, size_t size)
         if (size > old)
             return NULL;
         errno = saved; /* a shrink never fails: the block stays, smaller */
-        tail_set(p, size, slot, large);
+        tail_set(p, size, slot, large, &keys);
         return p;
     }
     memcpy(fresh, p, old < size ? old : size);

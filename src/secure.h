@@ -12,14 +12,12 @@
  * hand-out finds it. Pages are carved with the keys in place (segment.c),
  * so every block a thread can pop carries them; a hand-out clears them, so
  * that a live block never passes for a free one.
- * A block of up to SECURE_CHECK_AT_FREE bytes is checked when it is freed
- * (not free already, its canary whole) and keyed from word 0, its tail
- * included. A larger one, whose first line and end a program may have left
- * cold long ago, is only keyed when it is freed (stores, no wait on a
- * load) and checked when it leaves the quarantine, where it was fetched
- * ahead: a double free is found then (its words 0 and 1 are a free list's,
- * or its keys are gone), and so is an overflow. Either way it never reaches
- * a free list twice. */
+ * Every free reads the block's first line: a block on a free list, or
+ * keyed in a quarantine, is freed twice. A block of up to
+ * SECURE_CHECK_AT_FREE bytes has its canary checked at its free too and is
+ * keyed from word 0, its tail included. A larger one, whose end a program
+ * may have left cold long ago, is keyed from word 2 and has its canary and
+ * keys checked when it leaves the quarantine, where it was fetched ahead. */
 #ifndef STRATA_SECURE_H
 #define STRATA_SECURE_H
 
@@ -42,19 +40,24 @@
 #define SECURE_TAIL_SMALL (secure_has(SECURE_CANARY) ? (size_t)(SECURE_CANARY_BYTES + 4) : 0)
 #define SECURE_TAIL_LARGE (secure_has(SECURE_CANARY) ? (size_t)(SECURE_CANARY_BYTES + 8) : 0)
 
-/* A keyed hash of an address: without the secret, one block's key says
- * nothing of another's. */
-static inline uint64_t secure_key(const void *p, uintptr_t secret)
-{
-    uint64_t x = ((uint64_t)(uintptr_t)p ^ secret) * 0x9e3779b97f4a7c15u;
-    x ^= x >> 31;
-    x *= 0xbf58476d1ce4e5b9u;
-    return x ^ (x >> 29);
-}
+/* A block's keys, from one multiplication of its address under the
+ * secrets: what fills it while it is free, its canary (no byte of it 0, so
+ * that a string overflow by its terminating 0 alone changes it) and what
+ * its size word is xored with. Without the secrets one block's keys say
+ * nothing of another's; a program that can read freed memory learns its
+ * blocks' fill keys, which tell the other two only with the secrets. */
+struct block_keys {
+    uintptr_t fill;
+    uint64_t canary;
+    size_t size;
+};
 
-static inline uintptr_t fill_key(const void *p)
+static inline struct block_keys keys_of(const void *p)
 {
-    return (uintptr_t)secure_key(p, block_secret.fill);
+    uint64_t h = ((uint64_t)(uintptr_t)p ^ block_secret.fill) * (block_secret.canary | 1);
+    h ^= h >> 29;
+    return (struct block_keys){(uintptr_t)h, (h + block_secret.size) | 0x0101010101010101u,
+                               (size_t)((h >> 17) ^ block_secret.size)};
 }
 
 /* Key words of a free block of `slot` bytes. */
@@ -64,18 +67,16 @@ static inline size_t fill_words(size_t slot)
 }
 
 /* Keys words [from, words) of a free block. */
-static inline void fill_block(void *p, size_t from, size_t words)
+static inline void fill_block(void *p, uintptr_t key, size_t from, size_t words)
 {
-    uintptr_t key = fill_key(p);
     uintptr_t *w = p;
     for (size_t i = from; i < words; i++)
         w[i] = key;
 }
 
 /* Whether words [from, words) still hold the block's key. */
-static inline bool fill_intact(const void *p, size_t from, size_t words)
+static inline bool fill_intact(const void *p, uintptr_t key, size_t from, size_t words)
 {
-    uintptr_t key = fill_key(p);
     const uintptr_t *w = p;
     uintptr_t differ = 0;
     for (size_t i = from; i < words; i++)
@@ -83,19 +84,6 @@ static inline bool fill_intact(const void *p, size_t from, size_t words)
     return differ == 0;
 }
 
-/* The canary of the block at p: no byte of it is 0, so that a string
- * overflow by its terminating 0 alone changes it. */
-static inline uint64_t canary_of(const void *p)
-{
-    return secure_key(p, block_secret.canary) | 0x0101010101010101u;
-}
-
-static inline size_t size_key(const void *p)
-{
-    return (size_t)secure_key(p, block_secret.size);
-}
-
-/* A handed-out block's canary at `size` and size word at the slot's end. */
 /* Where a block's canary is: at its size, but never among the words a free
  * keys in a block checked when it leaves the quarantine (a small size in a
  * larger slot, after a realloc or an alignment: its canary is then after
@@ -105,23 +93,23 @@ static inline size_t canary_at(size_t size, size_t slot, bool large)
     return !large && slot > SECURE_CHECK_AT_FREE && size < SECURE_FILL_BYTES ? SECURE_FILL_BYTES : size;
 }
 
-static inline void tail_set(void *p, size_t size, size_t slot, bool large)
+/* A handed-out block's canary at `size` and size word at the slot's end. */
+static inline void tail_set(void *p, size_t size, size_t slot, bool large, const struct block_keys *keys)
 {
     if (!secure_has(SECURE_CANARY))
         return;
-    uint64_t canary = canary_of(p);
-    memcpy((char *)p + canary_at(size, slot, large), &canary, sizeof canary);
+    memcpy((char *)p + canary_at(size, slot, large), &keys->canary, sizeof keys->canary);
     if (large) {
-        uint64_t word = (uint64_t)(size ^ size_key(p));
+        uint64_t word = (uint64_t)(size ^ keys->size);
         memcpy((char *)p + slot - sizeof word, &word, sizeof word);
     } else {
-        uint32_t word = (uint32_t)(size ^ size_key(p));
+        uint32_t word = (uint32_t)(size ^ keys->size);
         memcpy((char *)p + slot - sizeof word, &word, sizeof word);
     }
 }
 
 /* The size a handed-out block was asked for, its tail checked. */
-static inline size_t tail_check(const void *p, size_t slot, bool large)
+static inline size_t tail_check(const void *p, size_t slot, bool large, const struct block_keys *keys)
 {
     if (!secure_has(SECURE_CANARY))
         return slot;
@@ -129,17 +117,17 @@ static inline size_t tail_check(const void *p, size_t slot, bool large)
     if (large) {
         uint64_t word;
         memcpy(&word, (const char *)p + slot - sizeof word, sizeof word);
-        size = (size_t)word ^ size_key(p);
+        size = (size_t)word ^ keys->size;
     } else {
         uint32_t word;
         memcpy(&word, (const char *)p + slot - sizeof word, sizeof word);
-        size = (size_t)(word ^ (uint32_t)size_key(p));
+        size = (size_t)(word ^ (uint32_t)keys->size);
     }
     if (unlikely(size > slot - (large ? SECURE_TAIL_LARGE : SECURE_TAIL_SMALL)))
         report_fatal("write past the end of a block (its size word is overwritten)", p);
     uint64_t canary;
     memcpy(&canary, (const char *)p + canary_at(size, slot, large), sizeof canary);
-    if (unlikely(canary != canary_of(p)))
+    if (unlikely(canary != keys->canary))
         report_fatal("write past the end of a block (its canary is overwritten)", p);
     return size;
 }
@@ -152,7 +140,7 @@ static inline void tail_prefetch(const void *p, size_t slot)
         return;
     uint32_t word;
     memcpy(&word, (const char *)p + slot - sizeof word, sizeof word);
-    size_t size = (size_t)(word ^ (uint32_t)size_key(p));
+    size_t size = (size_t)(word ^ (uint32_t)keys_of(p).size);
     if (size < slot)
         __builtin_prefetch((const char *)p + canary_at(size, slot, false));
 }

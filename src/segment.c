@@ -278,7 +278,7 @@ bool page_extend(struct page *page)
     char *first = page->start + (size_t)page->capacity * size;
     if (secure_has(SECURE_FILL)) /* every block a thread pops carries its keys */
         for (size_t i = 0; i < count; i++)
-            fill_block(first + i * size, 2, fill_words(size));
+            fill_block(first + i * size, keys_of(first + i * size).fill, 2, fill_words(size));
     if (secure_has(SECURE_RANDOM) && count > 1) {
         carve_shuffled(page, first, count);
     } else {

@@ -266,6 +266,24 @@ int main(int argc, char **argv)
      * measured in the plain builds only. */
     const char *sanitizer = getenv("SANITIZER");
     int with_glibc = sanitizer == NULL || sanitizer[0] == '\0';
+    if (TEST_SECURE) {
+        /* Built on the secure flavour: every misuse checked mode catches,
+         * it stops by default, with a report and the address (its own
+         * words for some); a forged link is never followed. */
+        for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
+            struct outcome o = spawn(table[i].name, NULL);
+            CHECK(aborted(&o) && check_reports(&o, "strata: error: ", ""));
+            if (!aborted(&o))
+                printf("  the secure flavour did not stop: %s\n", table[i].what);
+        }
+        struct outcome o = spawn("write-after-free", NULL);
+        CHECK((aborted(&o) || exited_cleanly(&o)) && strstr(o.output, "forged address was returned") == NULL);
+        o = spawn("free-many", NULL);
+        CHECK(exited_cleanly(&o) && strstr(o.output, "strata:") == NULL);
+        o = spawn("clean", NULL);
+        CHECK(exited_cleanly(&o) && strstr(o.output, "strata:") == NULL);
+        return check_finish();
+    }
     if (!with_glibc)
         printf("glibc column not measured under a sanitizer (its malloc is the sanitizer's)\n");
     printf("| misuse | glibc | strata | `STRATA_CHECK=1` |\n| --- | --- | --- | --- |\n");
