@@ -107,7 +107,7 @@ void strata_trim(void);
  * quiet, `allocated` is exactly the sum of the usable sizes of live blocks.
  * A block freed by another thread counts until its owner collects it. */
 struct strata_stats {
-    size_t allocated;       /* bytes in live blocks (usable sizes) */
+    size_t allocated;       /* bytes in live blocks (usable sizes; in the secure flavour, their slots, canaries included, and not the blocks its quarantines hold, which the table and the JSON count) */
     size_t allocated_peak;  /* highest `allocated` seen by the slow paths */
     size_t resident;        /* the process's resident bytes (/proc/self/statm) */
     size_t mapped;          /* bytes strata holds mapped, resident or not */
@@ -117,10 +117,6 @@ struct strata_stats {
     size_t large_bytes;
     size_t live_heaps;      /* heaps with a live thread (an exited thread's heap kept for the next is not one; its memory is counted) */
     size_t abandoned_segments; /* segments of exited threads still holding blocks */
-    /* The secure flavour's quarantines (0 in the default flavour): freed
-     * blocks held back from reuse, in no other figure but blocks_in_use. */
-    size_t quarantine_blocks;
-    size_t quarantine_bytes;
     size_t classes;         /* entries used in size_class */
     struct {
         size_t block_size;

@@ -49,9 +49,22 @@ static void count_parked_remote(const struct heap *heap, struct strata_stats *st
     }
 }
 
+/* The secure flavour's quarantines: freed blocks held back from reuse,
+ * counted in no figure of struct strata_stats but blocks_in_use (the
+ * table and the JSON give them). */
+struct quarantined {
+    size_t blocks, bytes;
+};
+
+struct counting {
+    struct strata_stats *stats;
+    struct quarantined *quarantined;
+};
+
 static void count_heap(struct heap *heap, void *arg)
 {
-    struct strata_stats *stats = arg;
+    struct counting *counting = arg;
+    struct strata_stats *stats = counting->stats;
     if (heap->parked_at == 0) /* a parked heap's memory counts, the heap not */
         stats->live_heaps++;
     for (const struct segment *s = heap->segments; s != NULL; s = s->next)
@@ -66,8 +79,8 @@ static void count_heap(struct heap *heap, void *arg)
     }
     if (heap->parked_at != 0)
         count_parked_remote(heap, stats);
-    stats->quarantine_blocks += __atomic_load_n(&heap->quarantine.count, __ATOMIC_RELAXED);
-    stats->quarantine_bytes += __atomic_load_n(&heap->quarantine.bytes, __ATOMIC_RELAXED);
+    counting->quarantined->blocks += __atomic_load_n(&heap->quarantine.count, __ATOMIC_RELAXED);
+    counting->quarantined->bytes += __atomic_load_n(&heap->quarantine.bytes, __ATOMIC_RELAXED);
 }
 
 static void count_abandoned(const struct segment *s, void *arg)
@@ -77,27 +90,35 @@ static void count_abandoned(const struct segment *s, void *arg)
     count_segment(s, stats);
 }
 
-STRATA_EXPORT int strata_stats_get(struct strata_stats *stats)
+static void collect(struct strata_stats *stats, struct quarantined *quarantined)
 {
-    if (stats == NULL)
-        return EINVAL;
     config_init();
     memset(stats, 0, sizeof *stats);
+    *quarantined = (struct quarantined){0, 0};
+    struct counting counting = {stats, quarantined};
     stats->classes = CLASS_COUNT;
     for (unsigned c = 0; c < CLASS_COUNT; c++)
         stats->size_class[c].block_size = class_size[c];
-    heap_for_each_live(count_heap, stats, false);
+    heap_for_each_live(count_heap, &counting, false);
     abandoned_for_each(count_abandoned, stats);
     large_stats(&stats->large_blocks, &stats->large_bytes, &stats->cached);
     for (unsigned c = 0; c < CLASS_COUNT; c++)
         stats->allocated += stats->size_class[c].blocks_in_use * class_size[c];
     stats->allocated += stats->large_bytes;
-    stats->allocated -= stats->quarantine_bytes < stats->allocated ? stats->quarantine_bytes : stats->allocated;
+    stats->allocated -= quarantined->bytes < stats->allocated ? quarantined->bytes : stats->allocated;
     long peak = counters_peak();
     stats->allocated_peak = peak > 0 && (size_t)peak > stats->allocated ? (size_t)peak : stats->allocated;
     stats->resident = os_resident_bytes();
     stats->mapped = os_mapped_bytes();
     stats->purged = os_purged_bytes();
+}
+
+STRATA_EXPORT int strata_stats_get(struct strata_stats *stats)
+{
+    if (stats == NULL)
+        return EINVAL;
+    struct quarantined quarantined;
+    collect(stats, &quarantined);
     return 0;
 }
 
@@ -123,7 +144,8 @@ static struct human human(size_t bytes)
 STRATA_EXPORT void strata_stats_print(FILE *out)
 {
     struct strata_stats s;
-    strata_stats_get(&s);
+    struct quarantined q;
+    collect(&s, &q);
     fprintf(out,
             "strata %s%s statistics of %s (pid %ld)\n"
             "  allocated      %12s (peak %s)\n"
@@ -139,7 +161,7 @@ STRATA_EXPORT void strata_stats_print(FILE *out)
             s.large_blocks, human(s.large_bytes).text, s.live_heaps, s.abandoned_segments);
     if (STRATA_SECURE_BUILD)
         fprintf(out, "  quarantine     %12s in %zu blocks (at most %ld blocks, %ld KiB a thread)\n",
-                human(s.quarantine_bytes).text, s.quarantine_blocks, strata_options.quarantine_blocks,
+                human(q.bytes).text, q.blocks, strata_options.quarantine_blocks,
                 strata_options.quarantine_kb);
     fprintf(out, "  %10s %14s %8s\n", "class", "blocks in use", "pages");
     for (size_t c = 0; c < s.classes; c++)
@@ -173,7 +195,8 @@ static uint64_t started_ns;
 STRATA_EXPORT void strata_stats_json(FILE *out)
 {
     struct strata_stats s;
-    strata_stats_get(&s);
+    struct quarantined q;
+    collect(&s, &q);
     fprintf(out,
             "{\"version\": \"%s\", \"flavour\": \"%s\", \"program\": \"%s\", \"pid\": %ld, \"seconds\": %.3f, "
             "\"resident_peak\": %zu, \"allocated\": %zu, \"allocated_peak\": %zu, \"resident\": %zu, \"mapped\": %zu, "
@@ -182,7 +205,7 @@ STRATA_EXPORT void strata_stats_json(FILE *out)
             "\"options\": {",
             STRATA_VERSION, STRATA_SECURE_BUILD ? "secure" : "default", json_safe(os_program_name()).text, os_pid(),
             (double)(os_now_ns() - started_ns) / 1e9, os_resident_peak_bytes(), s.allocated, s.allocated_peak, s.resident, s.mapped, s.cached, s.purged,
-            s.large_blocks, s.large_bytes, s.live_heaps, s.abandoned_segments, s.quarantine_blocks, s.quarantine_bytes);
+            s.large_blocks, s.large_bytes, s.live_heaps, s.abandoned_segments, q.blocks, q.bytes);
     for (size_t i = 0; i < options_count(); i++) {
         long value;
         const char *text, *doc;
