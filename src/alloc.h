@@ -61,7 +61,7 @@ static inline void *bin_pop(unsigned class_index)
     if (likely(block != NULL)) {
         bin->head = block_next(block);
         block_take(block);
-        bin->count--;
+        counter_set(&bin->count, bin->count - 1);
     }
     return block;
 }

@@ -211,7 +211,7 @@ void page_free_block(struct heap *heap, struct page *page, struct block *block)
         report_fatal("free of a block that is not allocated", block);
     if (unlikely(page->class_index == CLASS_MEDIUM)) { /* its one block */
         strata_assert_cmp(page->used, ==, 1);
-        page->used = 0;
+        counter_set(&page->used, 0);
         page_give_back(heap, page);
         return;
     }
@@ -221,7 +221,7 @@ void page_free_block(struct heap *heap, struct page *page, struct block *block)
         report_fatal("double free", block);
     block_set_next(block, head);
     page->free = block;
-    page->used--; /* the caller accounts the bytes (counters_bytes_out), in batches */
+    counter_set(&page->used, page->used - 1); /* the caller accounts the bytes (counters_bytes_out), in batches */
     if (likely(head != NULL && page->used != 0))
         return;
     if (page == heap->current[page->class_index])
@@ -309,7 +309,7 @@ static inline void *block_pop(struct page *page)
     struct block *block = page->free;
     page->free = block_next(block);
     block_take(block);
-    page->used++;
+    counter_set(&page->used, page->used + 1);
     return block;
 }
 
@@ -397,8 +397,8 @@ void *heap_bin_refill(struct heap *heap, unsigned class_index)
     }
     strata_assert_cmp(moved, <=, bin->limit);
     bin->head = taken;
-    bin->count = moved;
-    page->used += moved;
+    counter_set(&bin->count, moved);
+    counter_set(&page->used, page->used + moved);
     counters_bytes_out((long)page->block_size * (long)moved);
     bins_age(heap);
     if (STRATA_DEBUG_BUILD)
@@ -471,7 +471,7 @@ static void bin_trim(struct heap *heap, struct bin *bin, uint32_t keep)
         block_set_next(cut, NULL);
     else
         bin->head = NULL;
-    bin->count = keep;
+    counter_set(&bin->count, keep);
     uint32_t own = blocks_to_pages(heap, taken, moved);
     counters_bytes_out(-(long)own * (long)class_size[bin - heap->bins]);
 }
@@ -539,7 +539,8 @@ static void bin_push(struct heap *heap, struct bin *bin, struct block *block)
 {
     block_set_next(block, bin->head);
     bin->head = block;
-    if (++bin->count > bin->limit)
+    counter_set(&bin->count, bin->count + 1);
+    if (bin->count > bin->limit)
         heap_bin_flush(heap, bin);
 }
 

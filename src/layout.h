@@ -171,6 +171,16 @@ static inline void block_take(struct block *b)
     b->check = 0;
 }
 
+/* A count its owner alone changes and statistics read from other threads
+ * (a bin's count, a page's used blocks): the owner writes it with this,
+ * readers load it relaxed, so that no one reads a torn value and the
+ * figures are approximate only while the owner runs. A plain store on the
+ * machines strata runs on. */
+static inline void counter_set(uint32_t *counter, uint32_t value)
+{
+    __atomic_store_n(counter, value, __ATOMIC_RELAXED);
+}
+
 struct heap;
 
 /* Invariants (page_check): used <= capacity <= reserved; the free list holds
@@ -401,7 +411,7 @@ static inline struct bin *bin_push_own(struct heap *heap, void *p)
             report_fatal("double free", p);
         block_set_next(block, bin->head);
         bin->head = block;
-        bin->count++;
+        counter_set(&bin->count, bin->count + 1);
         return bin;
     }
     return NULL;

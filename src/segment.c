@@ -215,7 +215,8 @@ struct page *page_new_medium(struct heap *heap, size_t size)
     if (page == NULL)
         return NULL;
     page->block_size = (uint32_t)(length * SLICE_SIZE);
-    page->reserved = page->capacity = page->used = 1;
+    page->reserved = page->capacity = 1;
+    counter_set(&page->used, 1);
     return page;
 }
 
@@ -342,7 +343,7 @@ static uint64_t page_forget(struct segment *segment, struct page *page)
     strata_assert((segment->free_mask & run) == 0);
     page->in_use = 0;
     page->free = NULL;
-    page->used = 0;
+    counter_set(&page->used, 0);
     slices_forget(segment, first, page->slice_count);
     segment->free_mask |= run;
     segment->pages_in_use--;

@@ -21,13 +21,16 @@ static void count_segment(const struct segment *s, void *arg)
         if (!page->in_use)
             continue;
         if (page->class_index == CLASS_MEDIUM) { /* counted with the large blocks */
-            stats->large_blocks += page->used;
-            stats->large_bytes += page->used * page->block_size;
+            size_t used = __atomic_load_n(&page->used, __ATOMIC_RELAXED);
+            stats->large_blocks += used;
+            stats->large_bytes += used * page->block_size;
             continue;
         }
-        stats->size_class[page->class_index].blocks_in_use += page->used;
+        uint32_t used = __atomic_load_n(&page->used, __ATOMIC_RELAXED);
+        uint32_t capacity = __atomic_load_n(&page->capacity, __ATOMIC_RELAXED);
+        stats->size_class[page->class_index].blocks_in_use += used;
         stats->size_class[page->class_index].pages++;
-        stats->cached += (size_t)(page->capacity - page->used) * page->block_size;
+        stats->cached += (size_t)(capacity - used) * page->block_size;
     }
 }
 
@@ -235,8 +238,18 @@ static void print_at_exit(void)
 /* One JSON line appended with one write, so that the processes of a tree
  * writing to the same file never interleave. Formatted into a buffer of
  * its own (room for every size class), never into allocated memory. */
+/* Once the exit record is being written no sample follows it: a sample
+ * counts itself in flight, and the exit waits for it (a while at most: a
+ * fork may have left a count behind in a child). */
+static _Atomic bool exit_recorded;
+static _Atomic int samples_in_flight;
+#define EXIT_WAIT_ROUNDS 1000
+
 static void append_at_exit(void)
 {
+    atomic_store(&exit_recorded, true);
+    for (int round = 0; round < EXIT_WAIT_ROUNDS && atomic_load(&samples_in_flight) != 0; round++)
+        os_sleep_ns(100000);
     static char line[32768];
     FILE *memory = fmemopen(line, sizeof line, "w");
     if (memory == NULL)
@@ -253,14 +266,18 @@ static void append_at_exit(void)
  * samples of every process of a tree. */
 void stats_sample(void)
 {
+    if (atomic_load(&exit_recorded))
+        return;
     struct strata_stats s;
     strata_stats_get(&s);
     char line[512];
     int length = snprintf(line, sizeof line,
                           "{\"sample_ms\": %.1f, \"program\": \"%s\", \"pid\": %ld, \"resident\": %zu, \"allocated\": %zu}\n",
                           (double)os_now_ns() / 1e6, json_safe(os_program_name()).text, os_pid(), s.resident, s.allocated);
-    if (length > 0 && (size_t)length < sizeof line)
+    atomic_fetch_add(&samples_in_flight, 1);
+    if (!atomic_load(&exit_recorded) && length > 0 && (size_t)length < sizeof line)
         (void)os_append(strata_options.stats_file, line, (size_t)length);
+    atomic_fetch_sub(&samples_in_flight, 1);
 }
 
 void stats_init(void)

@@ -287,7 +287,7 @@ int main(int argc, char **argv)
     int sampled = 0, in_order = 1, last_is_exit = 0;
     long most = 0, last_allocated = -1;
     double last_ms = 0;
-    char record[8192];
+    static char record[65536]; /* the exit record is one line of every size class */
     while (records != NULL && fgets(record, sizeof record, records) != NULL) {
         const char *at = strstr(record, "{\"sample_ms\": ");
         last_is_exit = strncmp(record, "{\"version\"", 10) == 0;
