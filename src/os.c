@@ -60,11 +60,11 @@ struct fault_plan {
 
 static struct fault_plan faults[OS_FAULT_CALLS];
 static _Atomic bool faults_armed;
-static uint64_t fault_seed;
+static _Atomic uint64_t fault_seed; /* set by a test while the purger may be calling */
 
 void os_fault_inject(enum os_fault_call call, unsigned long nth, unsigned long one_in, uint64_t seed)
 {
-    fault_seed = seed;
+    atomic_store(&fault_seed, seed);
     atomic_store(&faults[call].countdown, nth);
     atomic_store(&faults[call].one_in, one_in);
     bool any = false;
@@ -91,7 +91,7 @@ static bool fault_now(enum os_fault_call call)
     fail = left == 1;
     unsigned long one_in = atomic_load(&plan->one_in);
     if (one_in != 0) {
-        uint64_t x = (atomic_fetch_add(&plan->calls, 1) + 1) * 0x9e3779b97f4a7c15u ^ fault_seed;
+        uint64_t x = (atomic_fetch_add(&plan->calls, 1) + 1) * 0x9e3779b97f4a7c15u ^ atomic_load(&fault_seed);
         x ^= x >> 31;
         x *= 0xbf58476d1ce4e5b9u;
         x ^= x >> 29;

@@ -102,6 +102,18 @@ same python3 python3 tests/programs/alloc_heavy.py
 same zsh zsh -f tests/programs/grow.zsh
 same tclsh tclsh tests/programs/threads.tcl
 same gcc gcc -O2 -S -o - bench/threads.c
+# The same programs on the secure flavour: no false alarm, the same output.
+secure_lib=$(cd "$BUILD" && pwd)/libstrata-secure.so
+default_lib=$LIB
+LIB=$secure_lib
+same "python3 (secure flavour)" python3 tests/programs/alloc_heavy.py
+same "zsh (secure flavour)" zsh -f tests/programs/grow.zsh
+same "tclsh (secure flavour)" tclsh tests/programs/threads.tcl
+same "gcc (secure flavour)" gcc -O2 -S -o - bench/threads.c
+if $CXX $cxxflags tests/programs/cxx_new.cc -o "$tmp/cxx_new_secure" -ldl > "$tmp/out" 2>&1; then
+    LD_PRELOAD="$LIB" cxx_run "C++ operator new and delete on the secure flavour" "$tmp/cxx_new_secure" libstrata-secure
+else bad "cxx_new.cc does not build"; cat "$tmp/out"; fi
+LIB=$default_lib
 # A threaded program forking under the override (the fork test, preloaded).
 if [ -x "$BUILD/tests/test_fork" ] && LD_PRELOAD="$LIB" "$BUILD/tests/test_fork" > "$tmp/out" 2>&1; then
     ok "fork test under LD_PRELOAD"
