@@ -39,6 +39,7 @@ for t in "$BUILD"/tests/test_* "$BUILD"/tests-secure/test_*; do
             # They time memory going back within purge delays, which the
             # secure flavour's frees, slowed further by TSan, overrun; the
             # other builds run them, and TSan runs the threaded ones above.
+            # (make test-tsan does not build them; an older build may have.)
             echo "not run under tsan: $name$flavour (times memory going back)"
             continue ;;
         ?*:test_benchmem) # it checks real resident sizes, which shadow memory swamps
