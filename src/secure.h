@@ -41,8 +41,9 @@
 #define SECURE_TAIL_LARGE (secure_has(SECURE_CANARY) ? (size_t)(SECURE_CANARY_BYTES + 8) : 0)
 
 /* A block's keys, from one multiplication of its address under the
- * secrets: what fills it while it is free, its canary (no byte of it 0, so
- * that a string overflow by its terminating 0 alone changes it) and what
+ * secrets: what fills it while it is free, its canary (the top bit of every
+ * byte set, so that an overflow by a character or a string's terminating 0
+ * always changes it; by another byte, but for a chance of 1 in 128) and what
  * its size word is xored with. Without the secrets one block's keys say
  * nothing of another's; a program that can read freed memory learns its
  * blocks' fill keys, which tell the other two only with the secrets. */
@@ -56,7 +57,7 @@ static inline struct block_keys keys_of(const void *p)
 {
     uint64_t h = ((uint64_t)(uintptr_t)p ^ block_secret.fill) * (block_secret.canary | 1);
     h ^= h >> 29;
-    return (struct block_keys){(uintptr_t)h, (h + block_secret.size) | 0x0101010101010101u,
+    return (struct block_keys){(uintptr_t)h, (h + block_secret.size) | 0x8080808080808080u,
                                (size_t)((h >> 17) ^ block_secret.size)};
 }
 
