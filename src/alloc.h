@@ -54,7 +54,7 @@ size_t secure_usable_size(const void *p);
 STRATA_NOINLINE void free_bin_full(struct heap *heap, struct bin *bin);
 
 /* A block from the thread's bin of a class, or NULL when it is empty. */
-static inline void *bin_pop(unsigned class_index)
+static STRATA_ALWAYS_INLINE void *bin_pop(unsigned class_index)
 {
     struct bin *bin = &thread_heap->bins[class_index];
     struct block *block = bin->head;
@@ -69,14 +69,14 @@ static inline void *bin_pop(unsigned class_index)
 /* A block from the thread's bin for `size` (at most SMALL_MAX), or NULL
  * when the bin is empty (always, in the secure flavour, whose blocks come
  * from secure_malloc); never calls out, so callers stay leaf functions. */
-static inline void *bin_try_pop(size_t size)
+static STRATA_ALWAYS_INLINE void *bin_try_pop(size_t size)
 {
     return STRATA_SECURE_BUILD ? NULL : bin_pop(small_class(size));
 }
 
 /* The default flavour's allocation and free; the secure flavour's under its
  * own checks. */
-static inline void *alloc_fast(size_t size)
+static STRATA_ALWAYS_INLINE void *alloc_fast(size_t size)
 {
     if (likely(size <= SMALL_MAX)) {
         void *block = bin_try_pop(size);
@@ -86,7 +86,7 @@ static inline void *alloc_fast(size_t size)
     return alloc_slow(size);
 }
 
-static inline void free_fast(void *p)
+static STRATA_ALWAYS_INLINE void free_fast(void *p)
 {
     if (likely(is_segment_pointer(p))) {
         struct heap *heap = thread_heap;
@@ -103,12 +103,12 @@ static inline void free_fast(void *p)
     free_slow(p);
 }
 
-static inline void *alloc_inline(size_t size)
+static STRATA_ALWAYS_INLINE void *alloc_inline(size_t size)
 {
     return STRATA_SECURE_BUILD ? secure_malloc(size) : alloc_fast(size);
 }
 
-static inline void free_inline(void *p)
+static STRATA_ALWAYS_INLINE void free_inline(void *p)
 {
     if (STRATA_SECURE_BUILD)
         secure_free(p);

@@ -176,7 +176,7 @@ static inline void block_take(struct block *b)
  * readers load it relaxed, so that no one reads a torn value and the
  * figures are approximate only while the owner runs. A plain store on the
  * machines strata runs on. */
-static inline void counter_set(uint32_t *counter, uint32_t value)
+static STRATA_ALWAYS_INLINE void counter_set(uint32_t *counter, uint32_t value)
 {
     __atomic_store_n(counter, value, __ATOMIC_RELAXED);
 }
@@ -398,7 +398,7 @@ static inline bool page_surely_carved(const struct page *page, const void *p)
  * the slice's carved key); anything else takes the caller's slow path,
  * which reports it, so no other pointer reaches a free list. (Only the
  * owner carves, so only the owner reads the carved key here.) */
-static inline struct bin *bin_push_own(struct heap *heap, void *p)
+static STRATA_ALWAYS_INLINE struct bin *bin_push_own(struct heap *heap, void *p)
 {
     struct segment *segment = segment_of(p);
     uintptr_t owner = atomic_load_explicit(&segment->owner, memory_order_relaxed);

@@ -18,6 +18,9 @@
  * misuse are also cold, so the compiler moves them out of the hot text. */
 #define STRATA_NOINLINE __attribute__((noinline))
 #define STRATA_COLD __attribute__((noinline, cold))
+/* The fast paths' pieces: inlined wherever they are used, however many
+ * callers a file has (the override calls the free path from five). */
+#define STRATA_ALWAYS_INLINE inline __attribute__((always_inline))
 #define STRATA_PRINTF(fmt, first) __attribute__((format(printf, fmt, first)))
 #define STRATA_EXPORT __attribute__((visibility("default")))
 /* On the library's own variables declared in headers: reached PC-relative,
