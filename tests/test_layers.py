@@ -1,6 +1,7 @@
 """tests/test_layers.py: the library's call structure, measured from its
-object files ($BUILD/obj/*.o, via nm), must keep its layering: calls go down
-only (an object uses symbols of its own layer or lower ones), the call graph
+object files ($BUILD/obj/*.o and the secure flavour's $BUILD/obj-secure/*.o,
+via nm), must keep its layering: calls go down only (an object uses symbols
+of its own layer or lower ones), the call graph
 has no cycle, and the sources keep to their allowed includes. Prints the
 graph for a reader and the "checks: N passed, N failed" line that
 tests/run.sh adds up. `--graph` prints only the graph and its cycles."""
@@ -45,8 +46,9 @@ FORBIDDEN_HEADERS = ["internal.h"]
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 BUILD = os.environ.get("BUILD", "build")
 SRC = os.environ.get("LAYERS_SRC", os.path.join(ROOT, "src"))
-# The folder of objects under $BUILD: obj, or obj-secure for the secure flavour's.
-OBJ = os.environ.get("LAYERS_OBJ", "obj")
+# The folders of objects under $BUILD, each checked in turn: the default
+# flavour's and the secure flavour's.
+OBJ_DIRS = os.environ.get("LAYERS_OBJ", "obj obj-secure").split()
 passed = failed = 0
 
 
@@ -145,17 +147,8 @@ def includes(path):
     return found
 
 
-def main():
-    objects = sorted(glob.glob(os.path.join(BUILD, OBJ, "*.o")))
-    if "--graph" in sys.argv[1:]:
-        if not objects:
-            print("no object files in %s/%s: run make first" % (BUILD, OBJ))
-            return 0
-        arrows = read_graph(objects)
-        print_graph(arrows, cycles(arrows))
-        return 0
-    check(objects, "no object files in %s/%s: run make first" % (BUILD, OBJ))
-    arrows = read_graph(objects)
+def layer_table():
+    """{object: layer number}, the table checked once."""
     layer_of, twice = {}, []
     for number, (_, names) in enumerate(LAYERS):
         for name in names:
@@ -163,12 +156,26 @@ def main():
                 twice.append("%s.o is in layers %d and %d" % (name, layer_of[name], number))
             layer_of[name] = number
     check(not twice, "the layer table lists an object twice", twice)
+    bad_pairs = ["allowed pair %s is not two objects of one layer" % sorted(p)
+                 for p in ALLOWED_PAIRS
+                 if len(p) != 2 or len({layer_of.get(n, -1 - i) for i, n in enumerate(p)}) != 1]
+    if len(ALLOWED_PAIRS) > 1:
+        bad_pairs.append("ALLOWED_PAIRS lists %d pairs: at most one" % len(ALLOWED_PAIRS))
+    check(not bad_pairs, "ALLOWED_PAIRS holds at most one same-layer pair", bad_pairs)
+    return layer_of, bool(bad_pairs)
+
+
+def check_objects(folder, layer_of, bad_pairs):
+    """The layering of the objects in $BUILD/folder; prints their graph."""
+    objects = sorted(glob.glob(os.path.join(BUILD, folder, "*.o")))
+    check(objects, "no object files in %s/%s: run make first" % (BUILD, folder))
+    arrows = read_graph(objects)
     absent = sorted(set(layer_of) - set(arrows))
     if objects and absent:
-        print("note: in the layer table but not built: "
+        print("note: in the layer table but not built in %s: " % folder
               + ", ".join(n + ".o" for n in absent))
     unclassified = sorted(set(arrows) - set(layer_of))
-    check(not unclassified, "every object is in a layer",
+    check(not unclassified, "%s: every object is in a layer" % folder,
           ["unclassified object %s.o: add it to a layer" % n for n in unclassified])
 
     upward = []
@@ -178,14 +185,8 @@ def main():
                 upward.append("upward call: %s.o -> %s.o (%s); layer %d %s -> %d %s"
                               % (a, b, symbols_text(arrows[a][b]), layer_of[a],
                                  LAYERS[layer_of[a]][0], layer_of[b], LAYERS[layer_of[b]][0]))
-    check(not upward, "calls go down only (to the same layer or a lower one)", upward)
+    check(not upward, "%s: calls go down only (to the same layer or a lower one)" % folder, upward)
 
-    bad_pairs = ["allowed pair %s is not two objects of one layer" % sorted(p)
-                 for p in ALLOWED_PAIRS
-                 if len(p) != 2 or len({layer_of.get(n, -1 - i) for i, n in enumerate(p)}) != 1]
-    if len(ALLOWED_PAIRS) > 1:
-        bad_pairs.append("ALLOWED_PAIRS lists %d pairs: at most one" % len(ALLOWED_PAIRS))
-    check(not bad_pairs, "ALLOWED_PAIRS holds at most one same-layer pair", bad_pairs)
     found = cycles(arrows)
     lines = []
     for component in found:
@@ -194,7 +195,24 @@ def main():
         lines.append("cycle: " + " ".join(c + ".o" for c in component))
         lines += ["  %s.o -> %s.o (%s)" % (a, b, symbols_text(arrows[a][b]))
                   for a in component for b in sorted(arrows[a]) if b in component]
-    check(not lines, "the call graph has no cycle", lines)
+    check(not lines, "%s: the call graph has no cycle" % folder, lines)
+    if arrows:
+        print("%s:" % folder)
+        print_graph(arrows, found)
+
+
+def main():
+    if "--graph" in sys.argv[1:]:
+        objects = sorted(glob.glob(os.path.join(BUILD, OBJ_DIRS[0], "*.o")))
+        if not objects:
+            print("no object files in %s/%s: run make first" % (BUILD, OBJ_DIRS[0]))
+            return 0
+        arrows = read_graph(objects)
+        print_graph(arrows, cycles(arrows))
+        return 0
+    layer_of, bad_pairs = layer_table()
+    for folder in OBJ_DIRS:
+        check_objects(folder, layer_of, bad_pairs)
 
     sources = sorted(glob.glob(os.path.join(SRC, "*.c")) + glob.glob(os.path.join(SRC, "*.h")))
     for name, allowed in sorted(INCLUDE_RULES.items()):
@@ -208,8 +226,6 @@ def main():
         check(not users, "no file in src/ includes %s" % header,
               ["src/%s includes %s" % (u, header) for u in users])
 
-    if arrows:
-        print_graph(arrows, found)
     print("checks: %d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
 
