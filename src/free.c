@@ -23,8 +23,7 @@ struct page *free_segment_page(void *p)
     struct page *page = &segment->pages[slice->page_slice];
     /* A medium page's one block starts the page; a small page's blocks are
      * where their keys say. */
-    if (class_index == CLASS_MEDIUM ? in_page != 0
-                                    : block_key(slice->multiplier, in_page) >= page->reserved * class_block_key[class_index])
+    if (class_index == CLASS_MEDIUM ? in_page != 0 : !slice_block_start(slice, page, in_page))
         report_fatal("free of a pointer that is not the start of a block", p);
     return page;
 }
@@ -81,7 +80,7 @@ static void quarantine_release_oldest(struct quarantine *q)
     void *oldest = q->block[q->head];
     size_t size = q->size[q->head];
     q->head = (q->head + 1) & (QUARANTINE_SLOTS - 1);
-    __atomic_store_n(&q->count, q->count - 1, __ATOMIC_RELAXED);
+    counter_set(&q->count, q->count - 1);
     __atomic_store_n(&q->bytes, q->bytes - size, __ATOMIC_RELAXED);
     quarantine_release(oldest, size);
 }
@@ -119,7 +118,7 @@ void quarantine_put(struct heap *heap, void *p, size_t size)
     uint32_t at = (q->head + q->count) & (QUARANTINE_SLOTS - 1);
     q->block[at] = p;
     q->size[at] = (uint32_t)size;
-    __atomic_store_n(&q->count, q->count + 1, __ATOMIC_RELAXED);
+    counter_set(&q->count, q->count + 1);
     __atomic_store_n(&q->bytes, q->bytes + size, __ATOMIC_RELAXED);
     quarantine_prefetch(q);
 }

@@ -535,29 +535,15 @@ bool heap_medium_grow(void *block, size_t size)
  * caller hands it out again while it is warm in its cache, or gives it to
  * its owner when the bin overflows), the owner's remote list, or an exited
  * thread's abandoned segment. */
-static void bin_push(struct heap *heap, struct bin *bin, struct block *block)
-{
-    block_set_next(block, bin->head);
-    bin->head = block;
-    counter_set(&bin->count, bin->count + 1);
-    if (bin->count > bin->limit)
-        heap_bin_flush(heap, bin);
-}
-
 static void free_to_owner(struct page *page, struct block *block, bool may_cache)
 {
     struct segment *segment = segment_of(block);
     struct heap *self = thread_heap;
     uintptr_t owner = atomic_load_explicit(&segment->owner, memory_order_acquire);
     for (;;) {
-        if (owner == self->owner_word) { /* checked mode's local free, the quarantine's, or a bad one */
+        if (owner == self->owner_word) { /* checked mode's local free, or a bad one */
             if (unlikely(!page_carved(page, block)))
                 report_fatal("free of a block that was never allocated", block);
-            unsigned own_class = page->class_index;
-            if (may_cache && own_class < CLASS_COUNT && self->bins[own_class].limit != 0) {
-                bin_push(self, &self->bins[own_class], block);
-                return;
-            }
             /* Read before the free: it may release the page and its segment. */
             long size = (long)page->block_size;
             page_free_block(self, page, block);
@@ -573,7 +559,10 @@ static void free_to_owner(struct page *page, struct block *block, bool may_cache
         unsigned class_index = page->class_index;
         if (may_cache && class_index < CLASS_COUNT && self->bins[class_index].limit != 0 &&
             page_surely_carved(page, block)) {
-            bin_push(self, &self->bins[class_index], block);
+            struct bin *bin = &self->bins[class_index];
+            bin_link(bin, block);
+            if (bin->count > bin->limit)
+                heap_bin_flush(self, bin);
             return;
         }
         struct heap *heap = (struct heap *)(owner & ~OWNER_CHECK_TAG);

@@ -220,6 +220,13 @@ static inline uint32_t slice_page_offset(const struct slice *slice, uint32_t off
     return offset - ((uint32_t)slice->page_slice << SLICE_SHIFT);
 }
 
+/* Whether `in_page`, an offset in a page of the slice's small class, is the
+ * start of one of the blocks the page holds, carved or not. */
+static inline bool slice_block_start(const struct slice *slice, const struct page *page, uint32_t in_page)
+{
+    return block_key(slice->multiplier, in_page) < page->reserved * class_block_key[slice->class_index];
+}
+
 /* Whether the pointer at `offset` in the segment, in this slice, is the
  * start of a block its page has carved (asked by the page's owner). */
 static inline bool slice_holds_block(const struct slice *slice, uint32_t offset)
@@ -391,6 +398,15 @@ static inline bool page_surely_carved(const struct page *page, const void *p)
     return (size_t)((const char *)p - page->start) < (size_t)capacity * page->block_size;
 }
 
+/* A free block onto a bin's list, counted (the caller flushes one past
+ * the bin's limit). */
+static STRATA_ALWAYS_INLINE void bin_link(struct bin *bin, struct block *block)
+{
+    block_set_next(block, bin->head);
+    bin->head = block;
+    counter_set(&bin->count, bin->count + 1);
+}
+
 /* A free into the thread's own bin, the inline free's and the quarantine's:
  * the bin, its count raised (the caller flushes one past its limit), or
  * NULL when p is not the start of a block the heap's page has carved.
@@ -409,9 +425,7 @@ static STRATA_ALWAYS_INLINE struct bin *bin_push_own(struct heap *heap, void *p)
         struct block *block = p;
         if (unlikely(block == bin->head))
             report_fatal("double free", p);
-        block_set_next(block, bin->head);
-        bin->head = block;
-        counter_set(&bin->count, bin->count + 1);
+        bin_link(bin, block);
         return bin;
     }
     return NULL;

@@ -196,26 +196,22 @@ static bool starts_small_block(const void *p)
     if (slice->class_index >= CLASS_COUNT)
         return false;
     uint32_t in_page = slice_page_offset(slice, (uint32_t)((uintptr_t)p & SEGMENT_MASK));
-    const struct page *page = &segment->pages[slice->page_slice];
-    return block_key(slice->multiplier, in_page) < page->reserved * class_block_key[slice->class_index];
+    return slice_block_start(slice, &segment->pages[slice->page_slice], in_page);
 }
 
 size_t secure_usable_size(const void *p)
 {
     if (p == NULL)
         return 0;
-    if (is_segment_pointer(p)) {
-        if (!starts_small_block(p))
-            return 0;
-        struct block_keys keys = keys_of(p);
-        if (small_is_free(p, page_of(segment_of(p), p)->block_size, &keys))
-            return 0;
-    } else if (large_usable_size(p) == 0) {
-        return 0;
+    struct block_keys keys = keys_of(p);
+    if (!is_segment_pointer(p)) {
+        size_t slot = large_usable_size(p);
+        return slot == 0 ? 0 : tail_check(p, slot, true, &keys);
     }
-    bool large;
-    size_t slot;
-    return live_size(p, &large, &slot);
+    if (!starts_small_block(p))
+        return 0;
+    size_t slot = page_of(segment_of(p), p)->block_size;
+    return small_is_free(p, slot, &keys) ? 0 : tail_check(p, slot, false, &keys);
 }
 
 /* A block that grows tends to grow again: it moves with an eighth more. */
