@@ -116,26 +116,25 @@ $(BUILD)/obj-secure/%.o: src/%.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) -DSTRATA_SECURE=$(SECURE_SET) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/$(SECURE_REALNAME): $(SECURE_OBJ)
-	$(CC) -shared -Wl,-soname,$(SECURE_SONAME) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS)
-
-$(BUILD)/libstrata-secure.so: $(BUILD)/$(SECURE_REALNAME)
-	ln -sf $(SECURE_REALNAME) $(BUILD)/$(SECURE_SONAME)
-	ln -sf $(SECURE_REALNAME) $@
+# $(call link_shared,soname): the shared library of the prerequisites; then
+# $(call link_names,realname,soname): its SONAME and plain .so links.
+link_shared = $(CC) -shared -Wl,-soname,$(1) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS)
+link_names = ln -sf $(1) $(BUILD)/$(2) && ln -sf $(1) $@
 
 $(BUILD)/$(REALNAME): $(ALL_OBJ)
-	$(CC) -shared -Wl,-soname,$(SONAME) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS)
-
+	$(call link_shared,$(SONAME))
 $(BUILD)/libstrata.so: $(BUILD)/$(REALNAME)
-	ln -sf $(REALNAME) $(BUILD)/$(SONAME)
-	ln -sf $(REALNAME) $@
+	$(call link_names,$(REALNAME),$(SONAME))
 
 $(BUILD)/$(API_REALNAME): $(CORE_OBJ)
-	$(CC) -shared -Wl,-soname,$(API_SONAME) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS)
-
+	$(call link_shared,$(API_SONAME))
 $(BUILD)/libstrata-api.so: $(BUILD)/$(API_REALNAME)
-	ln -sf $(API_REALNAME) $(BUILD)/$(API_SONAME)
-	ln -sf $(API_REALNAME) $@
+	$(call link_names,$(API_REALNAME),$(API_SONAME))
+
+$(BUILD)/$(SECURE_REALNAME): $(SECURE_OBJ)
+	$(call link_shared,$(SECURE_SONAME))
+$(BUILD)/libstrata-secure.so: $(BUILD)/$(SECURE_REALNAME)
+	$(call link_names,$(SECURE_REALNAME),$(SECURE_SONAME))
 
 # Each archive holds one object, linked from all of strata's: every internal
 # name is made local, so it defines nothing outside the strata_* API (and,
@@ -157,10 +156,14 @@ $(BUILD)/libstrata-secure-override.a: $(SECURE_OBJ)
 # undefined, so the override is linked in even when the program itself calls
 # no malloc function (only strdup, say), and then reads the real archive from
 # its own folder.
+# $(call override_script,what): the script for the override archive named
+# by the prerequisite.
+override_script = printf '/* GNU ld script: %s with its malloc override, linked in even when\n   the program names no malloc function itself. */\nEXTERN(malloc)\nINPUT(%s)\n' \
+  '$(1)' '$(notdir $<)' > $@
 $(BUILD)/libstrata.a: $(BUILD)/libstrata-override.a
-	printf '/* GNU ld script: strata with its malloc override, linked in even when\n   the program names no malloc function itself. */\nEXTERN(malloc)\nINPUT(libstrata-override.a)\n' > $@
+	$(call override_script,strata)
 $(BUILD)/libstrata-secure.a: $(BUILD)/libstrata-secure-override.a
-	printf '/* GNU ld script: strata'"'"'s secure flavour with its malloc override, linked in\n   even when the program names no malloc function itself. */\nEXTERN(malloc)\nINPUT(libstrata-secure-override.a)\n' > $@
+	$(call override_script,strata'"'"'s secure flavour)
 
 # Test programs link the core objects directly (white-box access to internals);
 # the override is exercised through libstrata.so/.a by tests/run.sh.
