@@ -170,11 +170,11 @@ void heap_fork_child(void);
 /* Every free the inline path does not finish: other threads' blocks,
  * checked mode, large blocks, foreign pointers. */
 STRATA_NOINLINE void free_slow(void *p);
-/* The secure flavour: a validated block of `size` bytes, keyed, that the
- * thread (heap) freed waits in its quarantine, and the oldest blocks leave
+/* The secure flavour: a validated block of `slot` bytes and usable end
+ * `end`, keyed, that the thread (heap) freed waits in its quarantine, and the oldest blocks leave
  * it for real frees (checked first) once it holds too many; at once when
  * the thread has no heap. */
-void quarantine_put(struct heap *heap, void *p, size_t size);
+void quarantine_put(struct heap *heap, void *p, size_t slot, size_t end);
 /* The page of a pointer into a segment that is the start of one of its
  * blocks; anything else is reported. */
 struct page *free_segment_page(void *p);

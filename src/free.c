@@ -51,21 +51,20 @@ void free_slow(void *p)
 }
 
 /* ---- the secure flavour's quarantine -------------------------------------- */
-/* A block leaves the quarantine: its keys must be intact (a write after
- * free changed them), then it goes where any free of it would. */
-static void quarantine_release(void *p, size_t slot)
+/* A block leaves the quarantine: its keys and its canary (unless its free
+ * checked it) must be intact, where a write after free or past its end
+ * changed them; words 2..7 of its first line are keyed for its next
+ * hand-out's check; then it goes where any free of it would. */
+static void quarantine_release(void *p, size_t slot, size_t end)
 {
     struct block_keys keys = keys_of(p);
-    if (slot <= SECURE_CHECK_AT_FREE) { /* checked at its free */
-        if (secure_has(SECURE_FILL) && unlikely(!fill_intact(p, keys.fill, 0, fill_words(slot))))
-            report_fatal("write after free (a freed block changed while it waited in the quarantine)", p);
-    } else {
-        if (unlikely(block_is_free(p)))
-            report_fatal("double free", p);
-        if (secure_has(SECURE_FILL) && unlikely(!fill_intact(p, keys.fill, 2, SECURE_FILL_WORDS)))
-            report_fatal("write after free or double free (a freed block changed while it waited in the quarantine)", p);
-        tail_check(p, slot, false, &keys);
-    }
+    size_t keyed = fill_words(end);
+    if (secure_has(SECURE_FILL) && unlikely(!fill_intact(p, keys.fill, 0, keyed)))
+        report_fatal("write after free (a freed block changed while it waited in the quarantine)", p);
+    if (!canary_checked_at_free(end))
+        canary_check(p, end, &keys);
+    if (secure_has(SECURE_FILL))
+        fill_block(p, keys.fill, keyed > 2 ? keyed : 2, fill_words(slot));
     /* The thread's own block goes to its bin, as the inline free puts it. */
     struct heap *heap = thread_heap;
     struct bin *bin = bin_push_own(heap, p);
@@ -77,50 +76,30 @@ static void quarantine_release(void *p, size_t slot)
 
 static void quarantine_release_oldest(struct quarantine *q)
 {
-    void *oldest = q->block[q->head];
-    size_t size = q->size[q->head];
+    uint32_t at = q->head;
     q->head = (q->head + 1) & (QUARANTINE_SLOTS - 1);
     counter_set(&q->count, q->count - 1);
-    __atomic_store_n(&q->bytes, q->bytes - size, __ATOMIC_RELAXED);
-    quarantine_release(oldest, size);
+    __atomic_store_n(&q->bytes, q->bytes - q->slot[at], __ATOMIC_RELAXED);
+    quarantine_release(q->block[at], q->slot[at], q->end[at]);
 }
 
-/* The blocks about to leave were freed long ago and are cold: their first
- * line and end are fetched QUARANTINE_AHEAD frees before their checks,
- * and their canary's line, which their size word tells, one free before. */
-#define QUARANTINE_AHEAD 4
-static void quarantine_prefetch(const struct quarantine *q)
-{
-    if (q->count > QUARANTINE_AHEAD) {
-        uint32_t ahead = (q->head + QUARANTINE_AHEAD) & (QUARANTINE_SLOTS - 1);
-        const char *far = q->block[ahead];
-        __builtin_prefetch(far);
-        __builtin_prefetch(far + q->size[ahead] - 1);
-    }
-    if (q->count > 1) {
-        uint32_t soon = (q->head + 1) & (QUARANTINE_SLOTS - 1);
-        if (q->size[soon] > SECURE_CHECK_AT_FREE)
-            tail_prefetch(q->block[soon], q->size[soon]);
-    }
-}
-
-void quarantine_put(struct heap *heap, void *p, size_t size)
+void quarantine_put(struct heap *heap, void *p, size_t slot, size_t end)
 {
     struct quarantine *q = &heap->quarantine;
     size_t max_blocks = (size_t)strata_options.quarantine_blocks;
     size_t max_bytes = (size_t)strata_options.quarantine_kb << 10;
-    if (!secure_has(SECURE_QUARANTINE) || heap == &heap_empty || max_blocks == 0 || size > max_bytes) {
-        quarantine_release(p, size);
+    if (!secure_has(SECURE_QUARANTINE) || heap == &heap_empty || max_blocks == 0 || slot > max_bytes) {
+        quarantine_release(p, slot, end);
         return;
     }
-    while (q->count >= max_blocks || q->bytes + size > max_bytes)
+    while (q->count >= max_blocks || q->bytes + slot > max_bytes)
         quarantine_release_oldest(q);
     uint32_t at = (q->head + q->count) & (QUARANTINE_SLOTS - 1);
     q->block[at] = p;
-    q->size[at] = (uint32_t)size;
+    q->slot[at] = (uint32_t)slot;
+    q->end[at] = (uint32_t)end;
     counter_set(&q->count, q->count + 1);
-    __atomic_store_n(&q->bytes, q->bytes + size, __ATOMIC_RELAXED);
-    quarantine_prefetch(q);
+    __atomic_store_n(&q->bytes, q->bytes + slot, __ATOMIC_RELAXED);
 }
 
 void quarantine_drain(struct heap *heap)

@@ -913,9 +913,19 @@ static bool page_contains(const struct page *page, const void *p)
            offset / page->block_size < page->capacity;
 }
 
+/* The secure flavour: a free block's state says it is free (layout.h). */
+static const char *free_state_check(const struct block *b, size_t slot)
+{
+    if (STRATA_SECURE_BUILD && *block_state(b, slot) != 0)
+        return BROKEN("free block %p has the state %u of a block handed out", (const void *)b,
+                      *block_state(b, slot));
+    return NULL;
+}
+
 /* One page's counts and free list. */
 static const char *page_check(const struct page *page)
 {
+    const char *broken;
     if (page->used > page->capacity || page->capacity > page->reserved)
         return BROKEN("page %p: used %u, capacity %u, reserved %u", (const void *)page, page->used,
                       page->capacity, page->reserved);
@@ -928,10 +938,13 @@ static const char *page_check(const struct page *page)
         return BROKEN("page %p: free list of %zu%s blocks, capacity - used is %u",
                       (const void *)page, length, length > page->capacity ? "+" : "",
                       page->capacity - page->used);
-    for (const struct block *b = page->free; b != NULL; b = block_link(b))
+    for (const struct block *b = page->free; b != NULL; b = block_link(b)) {
         if (!page_contains(page, b))
             return BROKEN("page %p: free list holds %p, not one of its carved blocks",
                           (const void *)page, (const void *)b);
+        if ((broken = free_state_check(b, page->block_size)) != NULL)
+            return broken;
+    }
     return NULL;
 }
 
@@ -957,6 +970,9 @@ static const char *bin_check(const struct heap *heap, unsigned c)
         if (!page->in_use || page->class_index != c || !(own ? page_contains(page, b) : page_surely_carved(page, b)))
             return BROKEN("bin of class %u holds %p, not a carved block of a page of the class", c,
                           (const void *)b);
+        const char *broken = free_state_check(b, class_size[c]);
+        if (broken != NULL)
+            return broken;
     }
     return NULL;
 }

@@ -263,7 +263,8 @@ struct bin {
 };
 
 /* The secure flavour's quarantine (free.c): blocks the thread freed, oldest
- * first from `head`, each with its size, freed for real once more than
+ * first from `head`, each with its slot and its usable end (where its
+ * canary is, secure.h), freed for real once more than
  * STRATA_QUARANTINE_BLOCKS or STRATA_QUARANTINE_KB wait. Every block in it
  * is keyed (its first line filled) and counted as used in its page.
  * `count` and `bytes` are read by statistics from other threads. One slot
@@ -274,7 +275,8 @@ struct quarantine {
     uint32_t head, count;
     size_t bytes;
     void *block[QUARANTINE_SLOTS];
-    uint32_t size[QUARANTINE_SLOTS];
+    uint32_t slot[QUARANTINE_SLOTS];
+    uint32_t end[QUARANTINE_SLOTS];
 };
 
 /* What a bin did since the heap last aged its bins (bin_use). */
@@ -380,6 +382,38 @@ static inline unsigned slice_of(const void *p)
 static inline struct page *page_of(struct segment *segment, const void *p)
 {
     return &segment->pages[segment->slices[slice_of(p)].page_slice];
+}
+
+/* ---- The secure flavour's block states ----------------------------------
+ * Whether each small block is handed out, and where its canary sits, kept
+ * apart from the blocks (secure.c): a free reads no word of its block, so
+ * freeing a block the caches lost costs a store, as in the default flavour,
+ * and what a program writes into its blocks never reaches them. A state is
+ * 16 bits: 0 while the block is free or was never handed out, else 1 + the
+ * bytes from its usable end (where its canary is) to its slot's end.
+ * They fill slices 1..STATE_SLICES of each segment, after the guard page
+ * and the header: a linear overflow out of the segment below meets the
+ * guard first, and one out of a block of this segment runs away from them.
+ * Blocks of a class of 2^h..2^(h+1)-1 bytes keep theirs in array h, indexed
+ * by the block's offset in the segment >> h: two starts of blocks of the
+ * class are at least 2^h apart, so none share one, and a page's states are
+ * as dense as its blocks (2 bytes for each). Arrays 4..17 (the classes'
+ * 16..SMALL_MAX), of 2^(22-h) states each, lie end to end: array h starts
+ * 2^20 - 2^(24-h) bytes into the region, which ends 64 bytes short of 1 MiB. */
+#define STATE_SLICES (STRATA_SECURE_BUILD ? 16 : 0)
+#define STATE_REGION_BYTES ((uintptr_t)1 << 20)
+_Static_assert(STATE_REGION_BYTES == 16 * SLICE_SIZE && SEGMENT_SHIFT == 22 && SMALL_MAX == (size_t)1 << 17,
+               "arrays 4..17 of 2^(22-h) states fill the region");
+_Static_assert(SMALL_MAX * 4 <= (SLICES_PER_SEGMENT - 1 - 16) * SLICE_SIZE,
+               "a page of the largest class fits beside the header and the states");
+
+/* The state of the block at p, of a slot of `slot` bytes (a class size). */
+static STRATA_ALWAYS_INLINE uint16_t *block_state(const void *p, size_t slot)
+{
+    unsigned shift = 63 - (unsigned)__builtin_clzll((unsigned long long)slot);
+    uintptr_t base = (uintptr_t)p & ~(uintptr_t)SEGMENT_MASK;
+    uintptr_t array = base + SLICE_SIZE + STATE_REGION_BYTES - ((uintptr_t)1 << (24 - shift));
+    return (uint16_t *)array + (((uintptr_t)p & SEGMENT_MASK) >> shift);
 }
 
 /* Whether a block start of the page is one it has carved: its owner, or

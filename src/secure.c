@@ -3,17 +3,19 @@
  * that flavour. They run over the default flavour's heaps and large blocks
  * and add what secure.h describes:
  * - a small block handed out has its keys checked (a write after free
- *   while it was free is reported) and gets a canary after the size asked
- *   for and a keyed size word at its slot's end;
- * - a free is validated (the start of a block strata handed out, not free:
- *   every double free it can see), the canary checked (an overflow past
- *   the end is reported), the block's first line keyed and the block held
- *   in the thread's quarantine (free.c) before it is freed for real;
+ *   while it was free is reported), its state set (layout.h) and a canary
+ *   at its usable end;
+ * - a free is validated (the start of a block strata handed out and has
+ *   not taken back: every double free, told by the block's state alone),
+ *   the canary checked (an overflow past the end is reported), the block's
+ *   first line keyed and the block held in the thread's quarantine
+ *   (free.c) before it is freed for real;
  * - blocks above the small classes are large mappings, each ending at a
  *   guard page, inaccessible once freed (large.c).
- * Invariant: a block handed out of `size` bytes in a slot of S has S >=
- * size + its tail, its canary at size and its size word in its last bytes;
- * the usable size is `size`. */
+ * Invariant: a small block handed out has a nonzero state, its usable end
+ * E (block_end of the size asked: at least it) with E + its tail <= its
+ * slot, and its canary at E; a free one, state 0. A large block's usable
+ * size is the size asked; its size word ends its usable bytes. */
 #include <errno.h>
 #include <string.h>
 
@@ -24,20 +26,9 @@
 /* The largest size a small block holds with its tail. */
 #define SECURE_SMALL_LIMIT (SMALL_MAX - SECURE_TAIL_SMALL)
 
-/* Whether a small block is free: on a free list, or keyed in a
- * quarantine (from word 0, up to SECURE_CHECK_AT_FREE; from word 2 above). */
-static bool small_is_free(const void *p, size_t slot, const struct block_keys *keys)
-{
-    const struct block *b = p;
-    if (block_is_free(b))
-        return true;
-    if (!secure_has(SECURE_FILL))
-        return false;
-    return ((const uintptr_t *)p)[slot <= SECURE_CHECK_AT_FREE ? 0 : 2] == keys->fill;
-}
-
-/* A small block of the class for `size` bytes: its keys checked, its tail
- * set. (The class's size is read once the allocation has set strata up.) */
+/* A small block of the class for `size` bytes: its keys checked, its state
+ * and canary set. (The class's size is read once the allocation has set
+ * strata up.) */
 static void *handed_out(unsigned class_index, size_t size)
 {
     void *p = bin_pop(class_index);
@@ -48,13 +39,11 @@ static void *handed_out(unsigned class_index, size_t size)
     }
     size_t slot = class_size[class_index];
     struct block_keys keys = keys_of(p);
-    if (secure_has(SECURE_FILL)) {
-        if (unlikely(!fill_intact(p, keys.fill, 2, fill_words(slot))))
-            report_fatal("write after free (a free block changed before it was handed out again)", p);
-        if (slot > SECURE_CHECK_AT_FREE) /* a live block never passes for a free one */
-            memset((uintptr_t *)p + 2, 0, SECURE_FILL_BYTES - 2 * sizeof(uintptr_t));
-    }
-    tail_set(p, size, slot, false, &keys);
+    if (secure_has(SECURE_FILL) && unlikely(!fill_intact(p, keys.fill, 2, fill_words(slot))))
+        report_fatal("write after free (a free block changed before it was handed out again)", p);
+    size_t end = block_end(size, slot);
+    *block_state(p, slot) = state_of_end(end, slot);
+    canary_set(p, end, &keys);
     return p;
 }
 
@@ -68,7 +57,7 @@ static void *large_block(size_t size, size_t room, size_t alignment, bool zero)
     void *p = alloc_large(size + room + SECURE_TAIL_LARGE, alignment, zero);
     if (p != NULL) {
         struct block_keys keys = keys_of(p);
-        tail_set(p, size, large_usable_size(p), true, &keys);
+        large_tail_set(p, size, large_usable_size(p), &keys);
     }
     return p;
 }
@@ -130,9 +119,10 @@ static size_t small_slot(const void *p)
     return page->class_index < CLASS_COUNT ? page->block_size : 0;
 }
 
-/* The size a live block was asked for, and its slot in *slot; misuse (a
- * pointer strata did not hand out, a free block, an overflow) is reported. */
-static size_t live_size(const void *p, bool *large, size_t *slot)
+/* A live block's usable size (its end: a large block's size asked, a small
+ * one's block_end), its slot in *slot; misuse (a pointer strata did not
+ * hand out, a free block, an overflow) is reported. */
+static size_t live_end(const void *p, bool *large, size_t *slot)
 {
     *large = !is_segment_pointer(p);
     struct block_keys keys = keys_of(p);
@@ -142,14 +132,14 @@ static size_t live_size(const void *p, bool *large, size_t *slot)
             free_slow((void *)p); /* reports it: a double free, or not strata's */
             report_fatal("free of a pointer strata did not allocate", p);
         }
-        return tail_check(p, *slot, true, &keys);
+        return large_tail_check(p, *slot, &keys);
     }
     *slot = small_slot(p);
     if (unlikely(*slot == 0))
         report_fatal("free of a pointer that is not the start of a block", p);
-    if (unlikely(small_is_free(p, *slot, &keys)))
-        report_fatal("double free (or use of a freed block)", p);
-    return tail_check(p, *slot, false, &keys);
+    size_t end = end_of_state(p, *block_state(p, *slot), *slot);
+    canary_check(p, end, &keys);
+    return end;
 }
 
 void secure_free(void *p)
@@ -159,7 +149,7 @@ void secure_free(void *p)
     if (unlikely(!is_segment_pointer(p))) {
         bool large;
         size_t slot;
-        live_size(p, &large, &slot);
+        live_end(p, &large, &slot);
         free_slow(p); /* the mapping is made inaccessible in the cache */
         return;
     }
@@ -168,22 +158,17 @@ void secure_free(void *p)
         free_segment_slow(p);
         return;
     }
+    uint16_t *state = block_state(p, slot);
+    size_t end = end_of_state(p, *state, slot);
+    *state = 0;
     struct block_keys keys = keys_of(p);
-    if (slot <= SECURE_CHECK_AT_FREE) {
-        if (unlikely(small_is_free(p, slot, &keys)))
-            report_fatal("double free (or use of a freed block)", p);
-        tail_check(p, slot, false, &keys);
-        if (secure_has(SECURE_FILL))
-            fill_block(p, keys.fill, 0, fill_words(slot));
-    } else {
-        /* One read of the first line finds a double free at once; the
-         * tail, and the keys, are checked when it leaves the quarantine. */
-        if (unlikely(small_is_free(p, slot, &keys)))
-            report_fatal("double free (or use of a freed block)", p);
-        if (secure_has(SECURE_FILL))
-            fill_block(p, keys.fill, 2, SECURE_FILL_WORDS);
-    }
-    quarantine_put(thread_heap, p, slot);
+    if (canary_checked_at_free(end))
+        canary_check(p, end, &keys);
+    else if (secure_has(SECURE_CANARY))
+        __builtin_prefetch((char *)p + end); /* checked when it leaves the quarantine */
+    if (secure_has(SECURE_FILL))
+        fill_block(p, keys.fill, 0, fill_words(end));
+    quarantine_put(thread_heap, p, slot, end);
     purger_start_if_wanted(); /* the frees it made may have filled the pages' free slices */
 }
 
@@ -206,12 +191,30 @@ size_t secure_usable_size(const void *p)
     struct block_keys keys = keys_of(p);
     if (!is_segment_pointer(p)) {
         size_t slot = large_usable_size(p);
-        return slot == 0 ? 0 : tail_check(p, slot, true, &keys);
+        return slot == 0 ? 0 : large_tail_check(p, slot, &keys);
     }
     if (!starts_small_block(p))
         return 0;
     size_t slot = page_of(segment_of(p), p)->block_size;
-    return small_is_free(p, slot, &keys) ? 0 : tail_check(p, slot, false, &keys);
+    unsigned state = *block_state(p, slot);
+    if (state == 0)
+        return 0;
+    size_t end = end_of_state(p, state, slot);
+    canary_check(p, end, &keys);
+    return end;
+}
+
+/* A live block now holds `size` bytes: its tail (and state) say so. */
+static void resize_in_place(void *p, size_t size, size_t slot, bool large)
+{
+    struct block_keys keys = keys_of(p);
+    if (large) {
+        large_tail_set(p, size, slot, &keys);
+        return;
+    }
+    size_t end = block_end(size, slot);
+    *block_state(p, slot) = state_of_end(end, slot);
+    canary_set(p, end, &keys);
 }
 
 /* A block that grows tends to grow again: it moves with an eighth more. */
@@ -227,12 +230,11 @@ void *secure_realloc(void *p, size_t size)
     }
     bool large;
     size_t slot;
-    size_t old = live_size(p, &large, &slot);
+    size_t old = live_end(p, &large, &slot);
     size_t tail = large ? SECURE_TAIL_LARGE : SECURE_TAIL_SMALL;
     /* In place while it fits and keeps at least half its slot. */
-    struct block_keys keys = keys_of(p);
     if (size <= slot - tail && size >= slot / 2) {
-        tail_set(p, size, slot, large, &keys);
+        resize_in_place(p, size, slot, large);
         return p;
     }
     size_t room = size > old ? size / SECURE_GROWTH_DIVISOR : 0;
@@ -244,7 +246,7 @@ void *secure_realloc(void *p, size_t size)
         if (size > old)
             return NULL;
         errno = saved; /* a shrink never fails: the block stays, smaller */
-        tail_set(p, size, slot, large, &keys);
+        resize_in_place(p, size, slot, large);
         return p;
     }
     memcpy(fresh, p, old < size ? old : size);

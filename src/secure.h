@@ -1,23 +1,22 @@
 /* secure.h: what the secure flavour's layers share about a block's
  * contents: the key its first line is filled with while it is free, the
- * canary after its end and the word that records its size, and the thread's
- * random numbers for the order blocks are carved in. Pure inline helpers
- * over layout.h; in the default flavour nothing calls them.
+ * canary after its end, the state that says where that end is (layout.h,
+ * block_state), and the thread's random numbers for the order blocks are
+ * carved in. Pure inline helpers over layout.h; in the default flavour
+ * nothing calls them.
  *
- * A handed-out block of `size` bytes has SECURE_CANARY_BYTES of canary at
- * `size` and its size, keyed, in the last word of its slot.
- * A free block carries its fill key in words 2..7 of its first line (the
- * words a free list leaves alone), from its free to its next hand-out: a
- * write after free changes one, and the quarantine's release or the next
- * hand-out finds it. Pages are carved with the keys in place (segment.c),
- * so every block a thread can pop carries them; a hand-out clears them, so
- * that a live block never passes for a free one.
- * Every free reads the block's first line: a block on a free list, or
- * keyed in a quarantine, is freed twice. A block of up to
- * SECURE_CHECK_AT_FREE bytes has its canary checked at its free too and is
- * keyed from word 0, its tail included. A larger one, whose end a program
- * may have left cold long ago, is keyed from word 2 and has its canary and
- * keys checked when it leaves the quarantine, where it was fetched ahead. */
+ * A handed-out small block's usable end (block_end: the size asked, or
+ * nearer its slot's end when the slack is too long for a state) holds
+ * SECURE_CANARY_BYTES of canary; its state records where. Its free reads
+ * the state, not the block, and keys the words of its first line that end
+ * before the canary; a canary in those 64 bytes is checked at the free
+ * itself, one further on when the block leaves the quarantine (the free
+ * fetches its line ahead: a program may have left the block cold long ago).
+ * Leaving the quarantine, the block has its keys checked and words 2..7
+ * of its first line keyed (the words a free list leaves alone), which the
+ * next hand-out checks. Pages are carved with those in place (segment.c),
+ * so every block a thread can pop carries them. Large blocks keep their
+ * canary and a keyed size word in the mapping (secure.c). */
 #ifndef STRATA_SECURE_H
 #define STRATA_SECURE_H
 
@@ -29,16 +28,14 @@
 
 /* Key words at most in a free block's first line. */
 #define SECURE_FILL_WORDS 8
-/* Blocks up to this size are checked at their free: their canary and size
- * word are in the line the free writes (a smaller block of a class above
- * holds more than 64 bytes, so keying words 2..7 never touches its tail). */
-#define SECURE_CHECK_AT_FREE 80
 #define SECURE_FILL_BYTES (SECURE_FILL_WORDS * sizeof(uintptr_t))
 #define SECURE_CANARY_BYTES 8
-/* Room a block keeps after what was asked: the canary and the size word
- * (4 bytes in a small block, 8 in a large one). */
-#define SECURE_TAIL_SMALL (secure_has(SECURE_CANARY) ? (size_t)(SECURE_CANARY_BYTES + 4) : 0)
+/* Room a block keeps after what was asked: a small block's canary; a large
+ * one's canary and size word. */
+#define SECURE_TAIL_SMALL (secure_has(SECURE_CANARY) ? (size_t)SECURE_CANARY_BYTES : 0)
 #define SECURE_TAIL_LARGE (secure_has(SECURE_CANARY) ? (size_t)(SECURE_CANARY_BYTES + 8) : 0)
+/* The largest state (layout.h), so the longest slack one records. */
+#define STATE_MAX 65535u
 
 /* A block's keys, from one multiplication of its address under the
  * secrets: what fills it while it is free, its canary (the top bit of every
@@ -61,10 +58,12 @@ static inline struct block_keys keys_of(const void *p)
                                (size_t)((h >> 17) ^ block_secret.size)};
 }
 
-/* Key words of a free block of `slot` bytes. */
-static inline size_t fill_words(size_t slot)
+/* Key words in the first `bytes` of a block: a free keys those before its
+ * canary (`bytes` its end), from word 0; a free list's block those of its
+ * slot from word 2, which the next hand-out checks. */
+static inline size_t fill_words(size_t bytes)
 {
-    return slot / sizeof(uintptr_t) < SECURE_FILL_WORDS ? slot / sizeof(uintptr_t) : SECURE_FILL_WORDS;
+    return bytes / sizeof(uintptr_t) < SECURE_FILL_WORDS ? bytes / sizeof(uintptr_t) : SECURE_FILL_WORDS;
 }
 
 /* Keys words [from, words) of a free block. */
@@ -85,65 +84,80 @@ static inline bool fill_intact(const void *p, uintptr_t key, size_t from, size_t
     return differ == 0;
 }
 
-/* Where a block's canary is: at its size, but never among the words a free
- * keys in a block checked when it leaves the quarantine (a small size in a
- * larger slot, after a realloc or an alignment: its canary is then after
- * those words, and the bytes up to it are slack). */
-static inline size_t canary_at(size_t size, size_t slot, bool large)
-{
-    return !large && slot > SECURE_CHECK_AT_FREE && size < SECURE_FILL_BYTES ? SECURE_FILL_BYTES : size;
-}
-
-/* A handed-out block's canary at `size` and size word at the slot's end. */
-static inline void tail_set(void *p, size_t size, size_t slot, bool large, const struct block_keys *keys)
-{
-    if (!secure_has(SECURE_CANARY))
-        return;
-    memcpy((char *)p + canary_at(size, slot, large), &keys->canary, sizeof keys->canary);
-    if (large) {
-        uint64_t word = (uint64_t)(size ^ keys->size);
-        memcpy((char *)p + slot - sizeof word, &word, sizeof word);
-    } else {
-        uint32_t word = (uint32_t)(size ^ keys->size);
-        memcpy((char *)p + slot - sizeof word, &word, sizeof word);
-    }
-}
-
-/* The size a handed-out block was asked for, its tail checked. */
-static inline size_t tail_check(const void *p, size_t slot, bool large, const struct block_keys *keys)
+/* A small block's usable end for `size` bytes in a slot: where its canary
+ * goes, at the size asked unless the slack is longer than a state records
+ * (an alignment, or a block shrunk in place); the slot's end without a
+ * canary. */
+static inline size_t block_end(size_t size, size_t slot)
 {
     if (!secure_has(SECURE_CANARY))
         return slot;
-    size_t size;
-    if (large) {
-        uint64_t word;
-        memcpy(&word, (const char *)p + slot - sizeof word, sizeof word);
-        size = (size_t)word ^ keys->size;
-    } else {
-        uint32_t word;
-        memcpy(&word, (const char *)p + slot - sizeof word, sizeof word);
-        size = (size_t)(word ^ (uint32_t)keys->size);
-    }
-    if (unlikely(size > slot - (large ? SECURE_TAIL_LARGE : SECURE_TAIL_SMALL)))
-        report_fatal("write past the end of a block (its size word is overwritten)", p);
-    uint64_t canary;
-    memcpy(&canary, (const char *)p + canary_at(size, slot, large), sizeof canary);
-    if (unlikely(canary != keys->canary))
-        report_fatal("write past the end of a block (its canary is overwritten)", p);
-    return size;
+    return size + STATE_MAX >= slot + 1 ? size : slot + 1 - STATE_MAX;
 }
 
-/* Fetches the line of a small block's canary, once its size word is in
- * the cache (the quarantine fetches blocks ahead of their checks). */
-static inline void tail_prefetch(const void *p, size_t slot)
+static inline uint16_t state_of_end(size_t end, size_t slot)
+{
+    return (uint16_t)(slot + 1 - end);
+}
+
+/* The usable end a handed-out block's state records, or a report: 0 is a
+ * free block's (a double free, or a block never handed out), and a state
+ * that leaves no room for the canary was written by something else. */
+static inline size_t end_of_state(const void *p, unsigned state, size_t slot)
+{
+    if (unlikely(state - (SECURE_TAIL_SMALL + 1) > slot - SECURE_TAIL_SMALL))
+        report_fatal(state == 0 ? "double free (or free of a block strata has not handed out)"
+                                : "a block's state is overwritten (a stray write into strata's metadata)",
+                     p);
+    return slot + 1 - state;
+}
+
+/* A canary this close to the block's start is in the line its free keys,
+ * and is checked there. */
+static inline bool canary_checked_at_free(size_t end)
+{
+    return end + SECURE_CANARY_BYTES <= SECURE_FILL_BYTES;
+}
+
+static inline void canary_set(void *p, size_t end, const struct block_keys *keys)
+{
+    if (secure_has(SECURE_CANARY))
+        memcpy((char *)p + end, &keys->canary, sizeof keys->canary);
+}
+
+static inline void canary_check(const void *p, size_t end, const struct block_keys *keys)
 {
     if (!secure_has(SECURE_CANARY))
         return;
-    uint32_t word;
-    memcpy(&word, (const char *)p + slot - sizeof word, sizeof word);
-    size_t size = (size_t)(word ^ (uint32_t)keys_of(p).size);
-    if (size < slot)
-        __builtin_prefetch((const char *)p + canary_at(size, slot, false));
+    uint64_t canary;
+    memcpy(&canary, (const char *)p + end, sizeof canary);
+    if (unlikely(canary != keys->canary))
+        report_fatal("write past the end of a block (its canary is overwritten)", p);
+}
+
+/* A large block's canary at `size` and keyed size word at the end of its
+ * `usable` bytes. */
+static inline void large_tail_set(void *p, size_t size, size_t usable, const struct block_keys *keys)
+{
+    if (!secure_has(SECURE_CANARY))
+        return;
+    canary_set(p, size, keys);
+    uint64_t word = (uint64_t)(size ^ keys->size);
+    memcpy((char *)p + usable - sizeof word, &word, sizeof word);
+}
+
+/* The size a large block was asked for, its tail checked. */
+static inline size_t large_tail_check(const void *p, size_t usable, const struct block_keys *keys)
+{
+    if (!secure_has(SECURE_CANARY))
+        return usable;
+    uint64_t word;
+    memcpy(&word, (const char *)p + usable - sizeof word, sizeof word);
+    size_t size = (size_t)word ^ keys->size;
+    if (unlikely(size > usable - SECURE_TAIL_LARGE))
+        report_fatal("write past the end of a block (its size word is overwritten)", p);
+    canary_check(p, size, keys);
+    return size;
 }
 
 /* The thread's random numbers (xorshift, seeded from the OS at its first

@@ -24,7 +24,10 @@ static size_t cache_count, cache_reserved;
 static pthread_mutex_t abandoned_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct segment *abandoned_segments;
 
-#define ALL_DATA_SLICES (~(uint64_t)1) /* slice 0 holds the header */
+/* Slice 0 holds the header; the secure flavour's block states the next
+ * STATE_SLICES (layout.h). */
+#define HEADER_SLICES ((((uint64_t)1 << STATE_SLICES) << 1) - 1)
+#define ALL_DATA_SLICES (~HEADER_SLICES)
 
 static void map_set(struct segment *segment, uint8_t value)
 {
@@ -178,7 +181,7 @@ static struct page *page_take(struct heap *heap, size_t length, unsigned class_i
     slices_claim(heap, segment, run);
     segment->pages_in_use++;
     slices_name(segment, first, (unsigned)length, class_index, first);
-    strata_assert((segment->free_mask & 1) == 0 && (run & 1) == 0);
+    strata_assert((segment->free_mask & HEADER_SLICES) == 0 && (run & HEADER_SLICES) == 0);
 
     struct page *page = &segment->pages[first];
     memset(page, 0, sizeof *page);
@@ -545,8 +548,9 @@ const char *segment_check(const struct segment *s, uintptr_t owner_word)
     if (owner != owner_word)
         return BROKEN("segment %p: owner word %#lx, not its heap's %#lx", (const void *)s,
                       (unsigned long)owner, (unsigned long)owner_word);
-    if ((s->free_mask & 1) != 0)
-        return BROKEN("segment %p: the header's slice 0 is marked free", (const void *)s);
+    if ((s->free_mask & HEADER_SLICES) != 0)
+        return BROKEN("segment %p: the header's slices are marked free (%#llx)", (const void *)s,
+                      (unsigned long long)s->free_mask);
     if ((s->dirty_mask & ~s->free_mask) != 0)
         return BROKEN("segment %p: dirty slices %#llx not all free (%#llx)", (const void *)s,
                       (unsigned long long)s->dirty_mask, (unsigned long long)s->free_mask);
@@ -592,9 +596,9 @@ const char *segment_check(const struct segment *s, uintptr_t owner_word)
             return BROKEN("page %p: block size %u, %u slices, %u blocks, class %u", (const void *)page,
                           page->block_size, page->slice_count, page->reserved, page->class_index);
     }
-    if ((covered | s->free_mask | 1) != ~(uint64_t)0)
+    if ((covered | s->free_mask | HEADER_SLICES) != ~(uint64_t)0)
         return BROKEN("segment %p: slices %#llx neither free nor in a page", (const void *)s,
-                      (unsigned long long)~(covered | s->free_mask | 1));
+                      (unsigned long long)~(covered | s->free_mask | HEADER_SLICES));
     for (unsigned k = 1; k < SLICES_PER_SEGMENT; k++)
         if (((s->free_mask >> k) & 1) &&
             (s->slices[k].page_slice != 0 || s->slices[k].class_index != CLASS_NONE || s->slices[k].carved_key != 0 ||

@@ -7,6 +7,8 @@
 #include <pthread.h>
 
 #include "check.h"
+#include "checkers.h"
+#include "layout.h"
 #include "platform.h"
 #include "strata.h"
 
@@ -151,6 +153,14 @@ static int run_case(const char *name)
         say_address(stale);
         m_free(stale);
         printf("stale free accepted\n");
+    } else if (strcmp(name, "state-overwritten") == 0 && TEST_SECURE) {
+        /* A stray write into the block states (layout.h): the free that
+         * reads a nonsense state stops, however the block looks. */
+        char *p = m_malloc(100);
+        say_address(p);
+        size_t slot = page_of(segment_of(p), p)->block_size;
+        *block_state(p, slot) = (uint16_t)(slot + 2);
+        m_free(p);
     } else if (strcmp(name, "free-many") == 0) {
         /* 100 MB of 1000-byte blocks freed in order: pages and whole segments
          * go back while checked mode's frees run (a free must not read its
@@ -278,6 +288,20 @@ int main(int argc, char **argv)
         }
         struct outcome o = spawn("write-after-free", NULL);
         CHECK((aborted(&o) || exited_cleanly(&o)) && strstr(o.output, "forged address was returned") == NULL);
+        o = spawn("state-overwritten", NULL);
+        CHECK(aborted(&o) && check_reports(&o, "strata: error: ", "state is overwritten"));
+        /* heap_check sees a free block whose state says it is handed out. */
+        char *keep = strata_malloc(100), *p = strata_malloc(100); /* keep holds the page */
+        size_t slot = page_of(segment_of(p), p)->block_size;
+        strata_free(p);
+        strata_trim(); /* out of the quarantine, onto a free list */
+        CHECK(heap_check(thread_heap) == NULL);
+        *block_state(p, slot) = 1;
+        const char *broken = heap_check(thread_heap);
+        CHECK(broken != NULL && strstr(broken, "state") != NULL);
+        *block_state(p, slot) = 0;
+        CHECK(heap_check(thread_heap) == NULL);
+        strata_free(keep);
         o = spawn("free-many", NULL);
         CHECK(exited_cleanly(&o) && strstr(o.output, "strata:") == NULL);
         o = spawn("clean", NULL);
