@@ -53,7 +53,7 @@ static const struct option_row rows[] = {
      "with STRATA_STATS_FILE, append the resident and allocated memory to it every this many ms (0: never)", NULL},
     {"STRATA_QUARANTINE_BLOCKS", 256, 0, QUARANTINE_MAX_BLOCKS, &strata_options.quarantine_blocks,
      "secure flavour: freed blocks a thread holds back from reuse, at most (0: none)", NULL},
-    {"STRATA_QUARANTINE_KB", 1024, 0, 1L << 20, &strata_options.quarantine_kb,
+    {"STRATA_QUARANTINE_KB", 256, 0, 1L << 20, &strata_options.quarantine_kb,
      "secure flavour: bytes of freed blocks a thread holds back from reuse, at most, in KiB", NULL},
 };
 
