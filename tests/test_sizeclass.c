@@ -1,9 +1,59 @@
 /* test_sizeclass.c: white-box test of the size classes: every size maps to
  * the smallest class that holds it, waste stays within 12.5% above 64 bytes,
- * the direct table agrees, and alignment follows the class size. */
+ * the direct table agrees, and alignment follows the class size; and of
+ * where the secure flavour keeps each block's state (layout.h). */
 #include "check.h"
 #include "checkers.h"
 #include "core.h"
+
+/* The secure flavour's block states: segments filled with pages of random
+ * classes side by side, as a heap may lay them out after the header and
+ * the states' slices; every block's state is in the states' region, in the
+ * array of its class's power of two, and no two blocks share one. (The
+ * layout is the same function in every build; the default flavour only
+ * leaves those slices to pages.) */
+static void check_block_states(void)
+{
+    enum { STATE_COUNT = STATE_REGION_BYTES / sizeof(uint16_t), FIRST_SLICE = 1 + 16, LAYOUTS = 300 };
+    static uint8_t taken[STATE_COUNT];
+    char *base = (char *)((uintptr_t)64 << 40); /* a segment's address: never touched */
+    uint64_t rng = 0x9e3779b97f4a7c15u;
+    int inside = 1, in_own_array = 1, distinct = 1;
+    size_t states = 0;
+    for (int layout = 0; layout < LAYOUTS; layout++) {
+        memset(taken, 0, sizeof taken);
+        size_t slice = FIRST_SLICE;
+        for (;;) {
+            rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+            unsigned c = layout == 0 ? 0 : (unsigned)(rng % CLASS_COUNT); /* one layout all 16-byte blocks */
+            size_t slices = class_slices(c), size = class_size[c];
+            if (slice + slices > SLICES_PER_SEGMENT)
+                break;
+            unsigned shift = 63 - (unsigned)__builtin_clzll((unsigned long long)size);
+            uintptr_t array = ((uintptr_t)1 << 20) - ((uintptr_t)1 << (24 - shift));
+            uintptr_t array_end = array + (((uintptr_t)SEGMENT_SIZE >> shift) * sizeof(uint16_t));
+            size_t blocks = slices * SLICE_SIZE / size;
+            for (size_t i = 0; i < blocks; i++) {
+                char *p = base + slice * SLICE_SIZE + i * size;
+                uintptr_t at = (uintptr_t)block_state(p, size) - (uintptr_t)base - SLICE_SIZE;
+                if (at >= STATE_REGION_BYTES || at % sizeof(uint16_t) != 0) {
+                    inside = 0;
+                    continue;
+                }
+                if (at < array || at >= array_end)
+                    in_own_array = 0;
+                distinct &= taken[at / sizeof(uint16_t)] == 0;
+                taken[at / sizeof(uint16_t)] = 1;
+                states++;
+            }
+            slice += slices;
+        }
+    }
+    CHECK(inside);
+    CHECK(in_own_array);
+    CHECK(distinct);
+    CHECK(states > (size_t)(SLICES_PER_SEGMENT - FIRST_SLICE) * SLICE_SIZE / 16); /* the 16-byte layout's */
+}
 
 int main(void)
 {
@@ -82,5 +132,6 @@ int main(void)
     }
     CHECK(keys_ok);
     CHECK(class_multiplier[CLASS_COUNT] == 0 && class_block_key[CLASS_COUNT] == 0);
+    check_block_states();
     return check_finish();
 }
