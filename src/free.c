@@ -58,7 +58,7 @@ void free_slow(void *p)
 static void quarantine_release(void *p, size_t slot, size_t end)
 {
     struct block_keys keys = keys_of(p);
-    size_t keyed = fill_words(end);
+    size_t keyed = freed_key_words(end, slot);
     if (secure_has(SECURE_FILL) && unlikely(!fill_intact(p, keys.fill, 0, keyed)))
         report_fatal("write after free (a freed block changed while it waited in the quarantine)", p);
     if (!canary_checked_at_free(end))
@@ -80,7 +80,7 @@ static void quarantine_release_oldest(struct quarantine *q)
     q->head = (q->head + 1) & (QUARANTINE_SLOTS - 1);
     counter_set(&q->count, q->count - 1);
     __atomic_store_n(&q->bytes, q->bytes - q->slot[at], __ATOMIC_RELAXED);
-    quarantine_release(q->block[at], q->slot[at], q->end[at]);
+    quarantine_release(q->block[at], q->slot[at], q->slot[at] - q->slack[at]);
 }
 
 void quarantine_put(struct heap *heap, void *p, size_t slot, size_t end)
@@ -97,7 +97,7 @@ void quarantine_put(struct heap *heap, void *p, size_t slot, size_t end)
     uint32_t at = (q->head + q->count) & (QUARANTINE_SLOTS - 1);
     q->block[at] = p;
     q->slot[at] = (uint32_t)slot;
-    q->end[at] = (uint32_t)end;
+    q->slack[at] = (uint16_t)(slot - end);
     counter_set(&q->count, q->count + 1);
     __atomic_store_n(&q->bytes, q->bytes + slot, __ATOMIC_RELAXED);
 }

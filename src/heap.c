@@ -47,6 +47,10 @@ static void purger_ask(void)
 
 /* Heaps are carved from mappings of this size, a cache line apart. */
 #define HEAP_POOL_CHUNK ((size_t)64 * 1024)
+/* A program's first two threads' heaps share one mapping, in the secure
+ * flavour too (its quarantine ring is most of a heap). */
+_Static_assert(2 * ((sizeof(struct heap) + CACHE_LINE - 1) & ~(size_t)(CACHE_LINE - 1)) <= HEAP_POOL_CHUNK,
+               "a heap-pool chunk holds two heaps");
 
 void heap_threads_init(void (*on_thread_exit)(void *))
 {

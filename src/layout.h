@@ -18,8 +18,9 @@
 
 /* ---- Geometry -----------------------------------------------------------
  * A segment is SEGMENT_SIZE bytes aligned to SEGMENT_SIZE, cut into slices of
- * SLICE_SIZE; slice 0 holds the segment header. A page is a run of slices
- * carved into blocks of one size class. */
+ * SLICE_SIZE; slice 0 holds the segment header (and in the secure flavour
+ * slices 1..STATE_SLICES its block states, below). A page is a run of
+ * slices carved into blocks of one size class. */
 #define SEGMENT_SHIFT 22
 #define SEGMENT_SIZE ((size_t)1 << SEGMENT_SHIFT)
 #define SEGMENT_MASK (SEGMENT_SIZE - 1)
@@ -64,6 +65,8 @@ _Static_assert(SMALL_MAX * 4 <= (SLICES_PER_SEGMENT - 1) * SLICE_SIZE,
 #define MEDIUM_MAX_SLICES 60
 #define MEDIUM_MAX ((size_t)MEDIUM_MAX_SLICES * SLICE_SIZE)
 _Static_assert(MEDIUM_MAX_SLICES < SLICES_PER_SEGMENT, "a medium page fits a segment beside its header");
+/* (The secure flavour, whose block states leave pages 47 slices, makes no
+ * medium page: page_new_medium asserts it.) */
 /* A thread's bin of a class starts with room for about BIN_BYTES of
  * blocks (at least BIN_MIN_BLOCKS, at most BIN_BASE_MAX_BLOCKS). A class
  * whose blocks swing between the bin and its pages (a refill after a flush)
@@ -104,7 +107,7 @@ struct block {
 
 /* Random at start-up (config_init); read-only afterwards. The secure
  * flavour keys freed blocks' contents (fill), the canaries after blocks and
- * their size words with three more. */
+ * large blocks' size words with three more. */
 struct block_secrets {
     uintptr_t link, check;
     uintptr_t fill, canary, size;
@@ -236,7 +239,7 @@ static inline bool slice_holds_block(const struct slice *slice, uint32_t offset)
 
 /* Invariants (segment_check): a slice is either in free_mask or covered by
  * exactly one in-use page, whose slices name it and its class; slice 0 is
- * the header's; dirty_mask is a subset of free_mask and aging_mask of
+ * the header's (slices 0..STATE_SLICES in the secure flavour); dirty_mask is a subset of free_mask and aging_mask of
  * dirty_mask; pages_in_use counts the in-use pages; a segment is in the
  * segment map exactly while it is owned or abandoned. */
 struct segment {
@@ -263,10 +266,12 @@ struct bin {
 };
 
 /* The secure flavour's quarantine (free.c): blocks the thread freed, oldest
- * first from `head`, each with its slot and its usable end (where its
- * canary is, secure.h), freed for real once more than
+ * first from `head`, each with its slot and the slack after its usable end
+ * (where its canary is, secure.h: less than 64 KiB, as a block's state
+ * records), freed for real once more than
  * STRATA_QUARANTINE_BLOCKS or STRATA_QUARANTINE_KB wait. Every block in it
- * is keyed (its first line filled) and counted as used in its page.
+ * is keyed (the words of its first line secure.h's freed_key_words names)
+ * and counted as used in its page.
  * `count` and `bytes` are read by statistics from other threads. One slot
  * in the default flavour, never used. */
 #define QUARANTINE_MAX_BLOCKS 2048
@@ -276,7 +281,7 @@ struct quarantine {
     size_t bytes;
     void *block[QUARANTINE_SLOTS];
     uint32_t slot[QUARANTINE_SLOTS];
-    uint32_t end[QUARANTINE_SLOTS];
+    uint16_t slack[QUARANTINE_SLOTS];
 };
 
 /* What a bin did since the heap last aged its bins (bin_use). */
@@ -386,14 +391,16 @@ static inline struct page *page_of(struct segment *segment, const void *p)
 
 /* ---- The secure flavour's block states ----------------------------------
  * Whether each small block is handed out, and where its canary sits, kept
- * apart from the blocks (secure.c): a free reads no word of its block, so
- * freeing a block the caches lost costs a store, as in the default flavour,
- * and what a program writes into its blocks never reaches them. A state is
+ * apart from the blocks (secure.c): a free reads no word of its block but
+ * a canary within its first 64 bytes, so freeing a block the caches lost
+ * costs stores into it, as in the default flavour, and what a program
+ * writes into its blocks never reaches them. A state is
  * 16 bits: 0 while the block is free or was never handed out, else 1 + the
  * bytes from its usable end (where its canary is) to its slot's end.
  * They fill slices 1..STATE_SLICES of each segment, after the guard page
- * and the header: a linear overflow out of the segment below meets the
- * guard first, and one out of a block of this segment runs away from them.
+ * (SECURE_META_GUARD, on 4 KiB OS pages) and the header: a linear overflow
+ * out of the segment below meets the guard first, and one out of a block
+ * of this segment runs away from them.
  * Blocks of a class of 2^h..2^(h+1)-1 bytes keep theirs in array h, indexed
  * by the block's offset in the segment >> h: two starts of blocks of the
  * class are at least 2^h apart, so none share one, and a page's states are
@@ -407,12 +414,21 @@ _Static_assert(STATE_REGION_BYTES == 16 * SLICE_SIZE && SEGMENT_SHIFT == 22 && S
 _Static_assert(SMALL_MAX * 4 <= (SLICES_PER_SEGMENT - 1 - 16) * SLICE_SIZE,
                "a page of the largest class fits beside the header and the states");
 
+#define STATE_SHIFT_MIN 4  /* the 16-byte class's */
+#define STATE_SHIFT_MAX 17 /* SMALL_MAX's */
+
+/* Where array `shift` starts in the region, which starts at slice 1. */
+static STRATA_ALWAYS_INLINE uintptr_t state_array_offset(unsigned shift)
+{
+    return STATE_REGION_BYTES - ((uintptr_t)1 << (24 - shift));
+}
+
 /* The state of the block at p, of a slot of `slot` bytes (a class size). */
 static STRATA_ALWAYS_INLINE uint16_t *block_state(const void *p, size_t slot)
 {
     unsigned shift = 63 - (unsigned)__builtin_clzll((unsigned long long)slot);
     uintptr_t base = (uintptr_t)p & ~(uintptr_t)SEGMENT_MASK;
-    uintptr_t array = base + SLICE_SIZE + STATE_REGION_BYTES - ((uintptr_t)1 << (24 - shift));
+    uintptr_t array = base + SLICE_SIZE + state_array_offset(shift);
     return (uint16_t *)array + (((uintptr_t)p & SEGMENT_MASK) >> shift);
 }
 

@@ -2,8 +2,28 @@
  * slices stay resident ("dirty") so that new pages reuse them without page
  * faults; when the heap's policy (heap_maybe_purge) decides they have been
  * unused long enough, they go back here with madvise, a run of adjacent
- * slices per call, never one system call per free. */
+ * slices per call, never one system call per free. In the secure flavour
+ * the OS pages of block states (layout.h) that belong to such a run alone
+ * go back with it. */
 #include "core.h"
+
+/* The secure flavour: the OS pages of block states that belong to slices
+ * [first, first + length) alone go back with them. Those states are all 0
+ * (the slices hold no page), which is what a purged page reads back as. */
+static void purge_states(struct segment *segment, unsigned first, unsigned length)
+{
+    uintptr_t page = os_page_size();
+    char *region = segment_base(segment) + SLICE_SIZE;
+    for (unsigned shift = STATE_SHIFT_MIN; shift <= STATE_SHIFT_MAX; shift++) {
+        uintptr_t array = state_array_offset(shift);
+        uintptr_t from = array + (((uintptr_t)first * SLICE_SIZE) >> shift) * sizeof(uint16_t);
+        uintptr_t to = array + (((uintptr_t)(first + length) * SLICE_SIZE) >> shift) * sizeof(uint16_t);
+        from = (from + page - 1) & ~(page - 1);
+        to &= ~(page - 1);
+        if (from < to)
+            os_purge(region + from, to - from);
+    }
+}
 
 void purge_slices(struct segment *segment, uint64_t slices)
 {
@@ -15,6 +35,8 @@ void purge_slices(struct segment *segment, uint64_t slices)
         strata_assert_cmp(first + length, <=, SLICES_PER_SEGMENT);
         strata_assert(first != 0); /* slice 0 is the header's */
         os_purge(segment_base(segment) + (size_t)first * SLICE_SIZE, (size_t)length * SLICE_SIZE);
+        if (STRATA_SECURE_BUILD)
+            purge_states(segment, first, length);
         slices &= length == 64 ? 0 : ~((((uint64_t)1 << length) - 1) << first);
     }
 }

@@ -167,7 +167,7 @@ void secure_free(void *p)
     else if (secure_has(SECURE_CANARY))
         __builtin_prefetch((char *)p + end); /* checked when it leaves the quarantine */
     if (secure_has(SECURE_FILL))
-        fill_block(p, keys.fill, 0, fill_words(end));
+        fill_block(p, keys.fill, 0, freed_key_words(end, slot));
     quarantine_put(thread_heap, p, slot, end);
     purger_start_if_wanted(); /* the frees it made may have filled the pages' free slices */
 }

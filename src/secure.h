@@ -8,13 +8,13 @@
  * A handed-out small block's usable end (block_end: the size asked, or
  * nearer its slot's end when the slack is too long for a state) holds
  * SECURE_CANARY_BYTES of canary; its state records where. Its free reads
- * the state, not the block, and keys the words of its first line that end
- * before the canary; a canary in those 64 bytes is checked at the free
- * itself, one further on when the block leaves the quarantine (the free
- * fetches its line ahead: a program may have left the block cold long ago).
- * Leaving the quarantine, the block has its keys checked and words 2..7
- * of its first line keyed (the words a free list leaves alone), which the
- * next hand-out checks. Pages are carved with those in place (segment.c),
+ * the state, not the block. A canary within the block's first 64 bytes is
+ * checked at the free, which then keys all those bytes; one further on is
+ * checked when the block leaves the quarantine (the free fetches its line
+ * ahead: a program may have left the block cold long ago), and the free
+ * keys the words before it. Leaving the quarantine, the block has its keys
+ * checked and words 2..7 keyed (the words a free list leaves alone), which
+ * the next hand-out checks. Pages are carved with those in place (segment.c),
  * so every block a thread can pop carries them. Large blocks keep their
  * canary and a keyed size word in the mapping (secure.c). */
 #ifndef STRATA_SECURE_H
@@ -121,11 +121,21 @@ static inline size_t end_of_state(const void *p, unsigned state, size_t slot)
     return slot + 1 - state;
 }
 
-/* A canary this close to the block's start is in the line its free keys,
- * and is checked there. */
+/* A canary within the first 64 bytes of a block, which its free keys, is
+ * checked at the free; one further on when the block leaves the
+ * quarantine. */
 static inline bool canary_checked_at_free(size_t end)
 {
     return end + SECURE_CANARY_BYTES <= SECURE_FILL_BYTES;
+}
+
+/* Key words a free writes, from word 0: all of the first 64 bytes of its
+ * slot once a canary among them is checked (so that a write after free
+ * anywhere there is seen); else those that end before the canary, which is
+ * checked later. The quarantine's release checks the same words. */
+static inline size_t freed_key_words(size_t end, size_t slot)
+{
+    return canary_checked_at_free(end) ? fill_words(slot) : fill_words(end);
 }
 
 static inline void canary_set(void *p, size_t end, const struct block_keys *keys)

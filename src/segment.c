@@ -3,7 +3,8 @@
  * carved from runs of free slices, the cache of empty segments and the
  * segments of exited threads (abandoned). Invariants (layout.h, checked by
  * segment_check): a slice is either in free_mask or covered by exactly one
- * in-use page; dirty_mask is a subset of free_mask; a segment is in the map
+ * in-use page (or is the header's: slice 0, and the secure flavour's block
+ * states); dirty_mask is a subset of free_mask; a segment is in the map
  * exactly while it is owned or abandoned; an abandoned segment is on the
  * abandoned list until its last page empties and no purge of it runs. */
 #include <pthread.h>
@@ -213,6 +214,7 @@ static size_t medium_slices(size_t size)
 struct page *page_new_medium(struct heap *heap, size_t size)
 {
     strata_assert(size > SMALL_MAX && size <= MEDIUM_MAX);
+    strata_assert(!STRATA_SECURE_BUILD); /* its pages have 47 slices: it maps blocks above SMALL_MAX */
     size_t length = medium_slices(size);
     struct page *page = page_take(heap, length, CLASS_MEDIUM, true);
     if (page == NULL)

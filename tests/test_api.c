@@ -208,8 +208,8 @@ static void test_aligned(void)
                 /* An aligned malloc(0) is a block of its own: it grows. (In
                  * the secure flavour its usable size is what was asked: a
                  * byte written is past its end; but for a slot of 64 KiB,
-                 * whose slack is a byte longer than a block's state
-                 * records, so its canary sits 2 bytes in.) */
+                 * whose slack of 65536 bytes is longer than a block's
+                 * state records, 65534: its canary sits 2 bytes in.) */
                 CHECK(TEST_SECURE ? strata_usable_size(p) == (align == 65536 ? 2u : 0u) : strata_usable_size(p) >= 1);
                 p = strata_realloc(p, 100);
                 CHECK(p != NULL);

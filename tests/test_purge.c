@@ -8,7 +8,10 @@
 #include <pthread.h>
 #include <time.h>
 
+#include <sys/mman.h>
+
 #include "check.h"
+#include "layout.h"
 #include "strata.h"
 
 #define MB ((size_t)1 << 20)
@@ -54,8 +57,39 @@ static int report_resident(size_t start)
     return 0;
 }
 
+/* OS pages resident among the secure flavour's states of 16-byte blocks
+ * in the segment of p (mincore; none once the segment is unmapped). */
+static size_t resident_states(const void *p)
+{
+    char *array = (char *)((uintptr_t)p & ~(uintptr_t)SEGMENT_MASK) + SLICE_SIZE + state_array_offset(4);
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), bytes = (SEGMENT_SIZE >> 4) * sizeof(uint16_t);
+    static unsigned char in_core[(SEGMENT_SIZE >> 4) * sizeof(uint16_t) / 4096];
+    if (bytes / page > sizeof in_core || mincore(array, bytes, in_core) != 0)
+        return 0;
+    size_t n = 0;
+    for (size_t i = 0; i < bytes / page; i++)
+        n += in_core[i] & 1;
+    return n;
+}
+
 static int run_case(const char *name)
 {
+    if (strcmp(name, "states") == 0) {
+        /* A segment of 16-byte blocks freed but one: its states go back
+         * with its slices. */
+        enum { COUNT = 150000 };
+        void **blocks = strata_malloc(COUNT * sizeof *blocks);
+        for (size_t i = 0; i < COUNT; i++)
+            blocks[i] = strata_malloc(8);
+        size_t before = resident_states(blocks[0]);
+        for (size_t i = 1; i < COUNT; i++)
+            strata_free(blocks[i]);
+        strata_trim();
+        printf("states_before=%zu states_after=%zu\n", before, resident_states(blocks[0]));
+        strata_free(blocks[0]);
+        strata_free(blocks);
+        return 0;
+    }
     strata_free(strata_malloc(1));
     size_t start = resident_bytes();
     size_t count;
@@ -179,6 +213,14 @@ int main(int argc, char **argv)
     CHECK(exited_cleanly(&o) && field(o.output, "cached=") < 1024);
     if (resident_ok)
         CHECK(field(o.output, "after=") < field(o.output, "start=") + 3 * 1024);
+
+    /* The secure flavour's block states go back with their slices. */
+    if (TEST_SECURE && resident_ok) {
+        o = check_spawn("states", "STRATA_BACKGROUND_PURGE=0");
+        printf("states of 16-byte blocks: %ld OS pages resident, %ld once all but one block is freed\n",
+               field(o.output, "states_before="), field(o.output, "states_after="));
+        CHECK(exited_cleanly(&o) && field(o.output, "states_before=") >= 64 && field(o.output, "states_after=") <= 2);
+    }
 
     /* The limit refuses past 64 MB, and recovers once memory is freed. */
     o = check_spawn("limit", "STRATA_LIMIT_MB=64");
