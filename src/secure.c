@@ -41,9 +41,7 @@ static void *handed_out(unsigned class_index, size_t size)
     struct block_keys keys = keys_of(p);
     if (secure_has(SECURE_FILL) && unlikely(!fill_intact(p, keys.fill, 2, fill_words(slot))))
         report_fatal("write after free (a free block changed before it was handed out again)", p);
-    size_t end = block_end(size, slot);
-    *block_state(p, slot) = state_of_end(end, slot);
-    canary_set(p, end, &keys);
+    small_mark_live(p, size, slot, &keys);
     return p;
 }
 
@@ -137,9 +135,7 @@ static size_t live_end(const void *p, bool *large, size_t *slot)
     *slot = small_slot(p);
     if (unlikely(*slot == 0))
         report_fatal("free of a pointer that is not the start of a block", p);
-    size_t end = end_of_state(p, *block_state(p, *slot), *slot);
-    canary_check(p, end, &keys);
-    return end;
+    return small_live_end(p, *block_state(p, *slot), *slot, &keys);
 }
 
 void secure_free(void *p)
@@ -197,11 +193,7 @@ size_t secure_usable_size(const void *p)
         return 0;
     size_t slot = page_of(segment_of(p), p)->block_size;
     unsigned state = *block_state(p, slot);
-    if (state == 0)
-        return 0;
-    size_t end = end_of_state(p, state, slot);
-    canary_check(p, end, &keys);
-    return end;
+    return state == 0 ? 0 : small_live_end(p, state, slot, &keys);
 }
 
 /* A live block now holds `size` bytes: its tail (and state) say so. */
@@ -212,9 +204,7 @@ static void resize_in_place(void *p, size_t size, size_t slot, bool large)
         large_tail_set(p, size, slot, &keys);
         return;
     }
-    size_t end = block_end(size, slot);
-    *block_state(p, slot) = state_of_end(end, slot);
-    canary_set(p, end, &keys);
+    small_mark_live(p, size, slot, &keys);
 }
 
 /* A block that grows tends to grow again: it moves with an eighth more. */

@@ -154,6 +154,24 @@ static inline void canary_check(const void *p, size_t end, const struct block_ke
         report_fatal("write past the end of a block (its canary is overwritten)", p);
 }
 
+/* A small block in a slot of `slot` bytes now holds `size`: its state and
+ * its canary say so, together. */
+static inline void small_mark_live(void *p, size_t size, size_t slot, const struct block_keys *keys)
+{
+    size_t end = block_end(size, slot);
+    *block_state(p, slot) = state_of_end(end, slot);
+    canary_set(p, end, keys);
+}
+
+/* A handed-out small block's usable end, from its state (reported unless
+ * it is a live block's), its canary checked. */
+static inline size_t small_live_end(const void *p, unsigned state, size_t slot, const struct block_keys *keys)
+{
+    size_t end = end_of_state(p, state, slot);
+    canary_check(p, end, keys);
+    return end;
+}
+
 /* A large block's canary at `size` and keyed size word at the end of its
  * `usable` bytes. */
 static inline void large_tail_set(void *p, size_t size, size_t usable, const struct block_keys *keys)
