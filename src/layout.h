@@ -394,8 +394,7 @@ static inline struct page *page_of(struct segment *segment, const void *p)
  * apart from the blocks (secure.c): a free reads no word of its block but
  * a canary within its first 64 bytes, so freeing a block the caches lost
  * costs stores into it, as in the default flavour, and what a program
- * writes into its blocks never reaches them. A state is
- * 16 bits: 0 while the block is free or was never handed out, else 1 + the
+ * writes into its blocks never reaches them. A state is 16 bits: 0 while the block is free or was never handed out, else 1 + the
  * bytes from its usable end (where its canary is) to its slot's end.
  * They fill slices 1..STATE_SLICES of each segment, after the guard page
  * (SECURE_META_GUARD, on 4 KiB OS pages) and the header: a linear overflow
@@ -407,11 +406,12 @@ static inline struct page *page_of(struct segment *segment, const void *p)
  * as dense as its blocks (2 bytes for each). Arrays 4..17 (the classes'
  * 16..SMALL_MAX), of 2^(22-h) states each, lie end to end: array h starts
  * 2^20 - 2^(24-h) bytes into the region, which ends 64 bytes short of 1 MiB. */
-#define STATE_SLICES (STRATA_SECURE_BUILD ? 16 : 0)
-#define STATE_REGION_BYTES ((uintptr_t)1 << 20)
-_Static_assert(STATE_REGION_BYTES == 16 * SLICE_SIZE && SEGMENT_SHIFT == 22 && SMALL_MAX == (size_t)1 << 17,
+#define STATE_REGION_SLICES 16
+#define STATE_SLICES (STRATA_SECURE_BUILD ? STATE_REGION_SLICES : 0)
+#define STATE_REGION_BYTES ((uintptr_t)STATE_REGION_SLICES * SLICE_SIZE)
+_Static_assert(STATE_REGION_BYTES == (uintptr_t)1 << 20 && SEGMENT_SHIFT == 22 && SMALL_MAX == (size_t)1 << 17,
                "arrays 4..17 of 2^(22-h) states fill the region");
-_Static_assert(SMALL_MAX * 4 <= (SLICES_PER_SEGMENT - 1 - 16) * SLICE_SIZE,
+_Static_assert(SMALL_MAX * 4 <= (SLICES_PER_SEGMENT - 1 - STATE_REGION_SLICES) * SLICE_SIZE,
                "a page of the largest class fits beside the header and the states");
 
 #define STATE_SHIFT_MIN 4  /* the 16-byte class's */

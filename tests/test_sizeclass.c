@@ -14,7 +14,7 @@
  * leaves those slices to pages.) */
 static void check_block_states(void)
 {
-    enum { STATE_COUNT = STATE_REGION_BYTES / sizeof(uint16_t), FIRST_SLICE = 1 + 16, LAYOUTS = 300 };
+    enum { STATE_COUNT = STATE_REGION_BYTES / sizeof(uint16_t), FIRST_SLICE = 1 + STATE_REGION_SLICES, LAYOUTS = 300 };
     static uint8_t taken[STATE_COUNT];
     char *base = (char *)((uintptr_t)64 << 40); /* a segment's address: never touched */
     uint64_t rng = 0x9e3779b97f4a7c15u;
