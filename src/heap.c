@@ -590,6 +590,27 @@ static void free_to_owner(struct page *page, struct block *block, bool may_cache
 
 void heap_free_block(struct page *page, struct block *block)
 {
+    /* Another live heap's small block, freed by a thread with a bin for
+     * it: cached without a read of the block, which the program left cold
+     * in another core's cache (the read was a quarter of a server's time,
+     * stalled on it). A second free of it is found as the owner's own
+     * inline free finds one: at once when it is the bin's newest, else by
+     * the allocation or flush that meets it the second time, its check
+     * word cleared by the first hand-out (layout.h, struct block). */
+    struct heap *self = thread_heap;
+    struct segment *segment = segment_of(block);
+    uintptr_t owner = atomic_load_explicit(&segment->owner, memory_order_relaxed);
+    unsigned class_index = page->class_index;
+    if (likely(class_index < CLASS_COUNT && owner != self->owner_word && owner != OWNER_ABANDONED &&
+               self->bins[class_index].limit != 0 && page_surely_carved(page, block))) {
+        struct bin *bin = &self->bins[class_index];
+        if (unlikely(block == bin->head))
+            report_fatal("double free", block);
+        bin_link(bin, block);
+        if (bin->count > bin->limit)
+            heap_bin_flush(self, bin);
+        return;
+    }
     /* Free already: on a list of its owner (a bin, a page, the remote
      * list), in another heap's bin, or on an exited thread's segment. */
     if (unlikely(block_is_free(block)))

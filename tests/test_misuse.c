@@ -25,6 +25,38 @@ static void *free_in_thread(void *p)
     return NULL;
 }
 
+/* A thread with a heap of its own (it allocates first) frees the block
+ * twice, another free between, and allocates on: its bin caches another
+ * heap's block without reading it, so the second free is found later. */
+static void *free_twice_in_heap_thread(void *p)
+{
+    void *mine[4];
+    for (int i = 0; i < 4; i++)
+        mine[i] = m_malloc(300);
+    m_free(p);
+    m_free(mine[0]);
+    m_free(p);
+    for (int i = 0; i < 2000; i++)
+        m_malloc(300);
+    return NULL;
+}
+
+/* The same, the second free right after the first. */
+static void *free_twice_at_once_in_heap_thread(void *p)
+{
+    m_free(m_malloc(300));
+    m_free(p);
+    m_free(p);
+    return NULL;
+}
+
+static void run_in_thread(void *(*fn)(void *), void *p)
+{
+    pthread_t t;
+    pthread_create(&t, NULL, fn, p);
+    pthread_join(t, NULL);
+}
+
 static void free_from_thread(void *p)
 {
     pthread_t t;
@@ -84,6 +116,14 @@ static int run_case(const char *name)
         free_from_thread(p);
         for (int i = 0; i < 2000; i++) /* the owner collects its remote list */
             m_malloc(300);
+    } else if (strcmp(name, "double-free-cached") == 0) {
+        char *p = m_malloc(300);
+        say_address(p);
+        run_in_thread(free_twice_in_heap_thread, p);
+    } else if (strcmp(name, "double-free-cached-last") == 0) {
+        char *p = m_malloc(300);
+        say_address(p);
+        run_in_thread(free_twice_at_once_in_heap_thread, p);
     } else if (strcmp(name, "misaligned") == 0) {
         char *p = m_malloc(100);
         say_address(p + 1);
@@ -252,6 +292,8 @@ static const struct row table[] = {
     {"double-free-flushed", "double free of a block gone back to its page, the program allocating on", "double free"},
     {"double-free-remote", "a block freed by another thread, then by its owner, the program allocating on", "double free"},
     {"double-free-remote-twice", "a block freed twice by another thread", "double free"},
+    {"double-free-cached", "a block freed twice by another thread that allocates too, the program allocating on", "double free"},
+    {"double-free-cached-last", "a block freed twice in a row by another thread that allocates too", "double free"},
     {"medium-double", "a medium block (1 MiB) freed twice", "double free"},
     {"large-double", "a large block (8 MiB) freed twice", "double free"},
     {"misaligned", "`free(p + 1)`", "not the start of a block"},
