@@ -75,14 +75,20 @@ static STRATA_ALWAYS_INLINE void *bin_try_pop(size_t size)
 }
 
 /* The default flavour's allocation and free; the secure flavour's under its
- * own checks. */
+ * own checks. The commonest sizes (up to DIRECT_MAX) are told apart first,
+ * with one compare: the class lookup then takes no second branch. */
 static STRATA_ALWAYS_INLINE void *alloc_fast(size_t size)
 {
-    if (likely(size <= SMALL_MAX)) {
-        void *block = bin_try_pop(size);
-        if (likely(block != NULL))
-            return block;
-    }
+    unsigned class_index;
+    if (likely(size <= DIRECT_MAX))
+        class_index = class_of_direct[(size + 7) >> 3];
+    else if (likely(size <= SMALL_MAX))
+        class_index = class_of_medium[(size + ((size_t)1 << MEDIUM_STEP_SHIFT) - 1) >> MEDIUM_STEP_SHIFT];
+    else
+        return alloc_slow(size);
+    void *block = STRATA_SECURE_BUILD ? NULL : bin_pop(class_index);
+    if (likely(block != NULL))
+        return block;
     return alloc_slow(size);
 }
 
@@ -90,9 +96,10 @@ static STRATA_ALWAYS_INLINE void free_fast(void *p)
 {
     if (likely(is_segment_pointer(p))) {
         struct heap *heap = thread_heap;
-        struct bin *bin = bin_push_own(heap, p);
+        bool full;
+        struct bin *bin = bin_push_own(heap, p, &full);
         if (likely(bin != NULL)) {
-            if (likely(bin->count <= bin->limit))
+            if (likely(!full))
                 return;
             free_bin_full(heap, bin);
             return;

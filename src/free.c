@@ -67,10 +67,11 @@ static void quarantine_release(void *p, size_t slot, size_t end)
         fill_block(p, keys.fill, keyed > 2 ? keyed : 2, fill_words(slot));
     /* The thread's own block goes to its bin, as the inline free puts it. */
     struct heap *heap = thread_heap;
-    struct bin *bin = bin_push_own(heap, p);
+    bool full;
+    struct bin *bin = bin_push_own(heap, p, &full);
     if (bin == NULL)
         heap_free_block(page_of(segment_of(p), p), p);
-    else if (unlikely(bin->count > bin->limit))
+    else if (unlikely(full))
         heap_bin_flush(heap, bin);
 }
 

@@ -564,8 +564,7 @@ static void free_to_owner(struct page *page, struct block *block, bool may_cache
         if (may_cache && class_index < CLASS_COUNT && self->bins[class_index].limit != 0 &&
             page_surely_carved(page, block)) {
             struct bin *bin = &self->bins[class_index];
-            bin_link(bin, block);
-            if (bin->count > bin->limit)
+            if (bin_link(bin, block))
                 heap_bin_flush(self, bin);
             return;
         }
@@ -606,8 +605,7 @@ void heap_free_block(struct page *page, struct block *block)
         struct bin *bin = &self->bins[class_index];
         if (unlikely(block == bin->head))
             report_fatal("double free", block);
-        bin_link(bin, block);
-        if (bin->count > bin->limit)
+        if (bin_link(bin, block))
             heap_bin_flush(self, bin);
         return;
     }

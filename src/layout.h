@@ -448,23 +448,27 @@ static inline bool page_surely_carved(const struct page *page, const void *p)
     return (size_t)((const char *)p - page->start) < (size_t)capacity * page->block_size;
 }
 
-/* A free block onto a bin's list, counted (the caller flushes one past
- * the bin's limit). */
-static STRATA_ALWAYS_INLINE void bin_link(struct bin *bin, struct block *block)
+/* A free block onto a bin's list, counted; whether the bin is now past its
+ * limit (the caller flushes it). The count is compared as computed: read
+ * back after counter_set's atomic store, it would be loaded again. */
+static STRATA_ALWAYS_INLINE bool bin_link(struct bin *bin, struct block *block)
 {
     block_set_next(block, bin->head);
     bin->head = block;
-    counter_set(&bin->count, bin->count + 1);
+    uint32_t count = bin->count + 1;
+    counter_set(&bin->count, count);
+    return count > bin->limit;
 }
 
 /* A free into the thread's own bin, the inline free's and the quarantine's:
- * the bin, its count raised (the caller flushes one past its limit), or
- * NULL when p is not the start of a block the heap's page has carved.
+ * the bin, its count raised, with *full set when it is past its limit (the
+ * caller flushes it), or NULL when p is not the start of a block the heap's
+ * page has carved.
  * Only the start of a carved block goes on (the key of its offset is below
  * the slice's carved key); anything else takes the caller's slow path,
  * which reports it, so no other pointer reaches a free list. (Only the
  * owner carves, so only the owner reads the carved key here.) */
-static STRATA_ALWAYS_INLINE struct bin *bin_push_own(struct heap *heap, void *p)
+static STRATA_ALWAYS_INLINE struct bin *bin_push_own(struct heap *heap, void *p, bool *full)
 {
     struct segment *segment = segment_of(p);
     uintptr_t owner = atomic_load_explicit(&segment->owner, memory_order_relaxed);
@@ -475,7 +479,7 @@ static STRATA_ALWAYS_INLINE struct bin *bin_push_own(struct heap *heap, void *p)
         struct block *block = p;
         if (unlikely(block == bin->head))
             report_fatal("double free", p);
-        bin_link(bin, block);
+        *full = bin_link(bin, block);
         return bin;
     }
     return NULL;
