@@ -95,7 +95,7 @@ help:
 	@echo '  test-asan      the tests under AddressSanitizer and UBSan, in build-asan'
 	@echo '  test-tsan      the threaded tests under ThreadSanitizer, in build-tsan'
 	@echo '  fuzz           the differential fuzzer at length (FUZZ_STEPS, FUZZ_SEEDS)'
-	@echo '  bench          strata beside every allocator installed (about 11 minutes on 2 cores)'
+	@echo '  bench          strata beside every allocator installed (about 13 minutes on 2 cores)'
 	@echo '  bench-full     the same with more sizes and runs (about four times as long)'
 	@echo '  bench-deps     install the Debian packages the benchmarks compare against'
 	@echo '  install        install the libraries, header, pkg-config files and CMake package (without -Werror)'
