@@ -195,6 +195,39 @@ static void test_large_reuse(void)
     strata_free(b);
 }
 
+/* Buffers of several sizes replaced by as many of the same sizes, in
+ * another order: the cache keeps them all (up to eight times the size of
+ * the mapping freed last), so no new mapping is made and no page faults
+ * in again; keeping only two would have mapped the other three anew. */
+static void test_large_cache_sizes(void)
+{
+    static const size_t mib[] = {12, 20, 8, 16, 24};
+    enum { COUNT = sizeof mib / sizeof mib[0] };
+    unsigned char *blocks[COUNT];
+    for (size_t i = 0; i < COUNT; i++) {
+        blocks[i] = strata_malloc(mib[i] << 20);
+        CHECK(blocks[i] != NULL);
+    }
+    for (size_t i = 0; i < COUNT; i++)
+        strata_free(blocks[i]);
+    size_t maps = os_map_count();
+    for (size_t i = COUNT; i-- > 0;) {
+        blocks[i] = strata_malloc(mib[i] << 20);
+        CHECK(blocks[i] != NULL);
+        fill(blocks[i], 4096, (unsigned char)i);
+    }
+    /* The secure flavour never hands the mapping freed last back at once. */
+    if (!TEST_SECURE) {
+        CHECK(os_map_count() == maps);
+        if (os_map_count() != maps)
+            printf("  %zu new mappings for buffers the cache held\n", os_map_count() - maps);
+    }
+    for (size_t i = 0; i < COUNT; i++) {
+        CHECK(filled(blocks[i], 4096, (unsigned char)i));
+        strata_free(blocks[i]);
+    }
+}
+
 static void test_aligned(void)
 {
     for (size_t align = 1; align <= ((size_t)64 << 20); align *= 2) {
@@ -301,6 +334,7 @@ int main(void)
     test_realloc();
     test_large_growth();
     test_large_reuse();
+    test_large_cache_sizes();
     test_aligned();
     test_usable_size();
     return check_finish();
