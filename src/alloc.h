@@ -81,9 +81,9 @@ static STRATA_ALWAYS_INLINE void *alloc_fast(size_t size)
 {
     unsigned class_index;
     if (likely(size <= DIRECT_MAX))
-        class_index = class_of_direct[(size + 7) >> 3];
+        class_index = small_class(size); /* its DIRECT_MAX test folds away in each arm */
     else if (likely(size <= SMALL_MAX))
-        class_index = class_of_medium[(size + ((size_t)1 << MEDIUM_STEP_SHIFT) - 1) >> MEDIUM_STEP_SHIFT];
+        class_index = small_class(size);
     else
         return alloc_slow(size);
     void *block = STRATA_SECURE_BUILD ? NULL : bin_pop(class_index);

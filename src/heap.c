@@ -533,12 +533,30 @@ bool heap_medium_grow(void *block, size_t size)
 }
 
 /* ---- frees from any thread ------------------------------------------------ */
+/* Keeps another live heap's small block in the calling heap's bin of its
+ * class, where it stays counted as used in its page: the caller hands it
+ * out again while it is warm in its cache, or gives it to its owner when
+ * the bin overflows. False, doing nothing, when the bin may not keep it:
+ * the caller's own block, an exited thread's, a medium block, checked mode
+ * (no room in bins), or a block the owner may not have carved yet. */
+static bool bin_keep_foreign(struct heap *self, struct page *page, struct block *block, uintptr_t owner)
+{
+    unsigned class_index = page->class_index;
+    if (owner == self->owner_word || owner == OWNER_ABANDONED || class_index >= CLASS_COUNT ||
+        self->bins[class_index].limit == 0 || !page_surely_carved(page, block))
+        return false;
+    struct bin *bin = &self->bins[class_index];
+    if (unlikely(block == bin->head))
+        report_fatal("double free", block);
+    if (bin_link(bin, block))
+        heap_bin_flush(self, bin);
+    return true;
+}
+
 /* A validated block that is not free, to whichever heap is to have it:
- * the caller's own page, the caller's bin (another live heap's block of a
- * class, when `may_cache`: it stays counted as used in its page, and the
- * caller hands it out again while it is warm in its cache, or gives it to
- * its owner when the bin overflows), the owner's remote list, or an exited
- * thread's abandoned segment. */
+ * the caller's own page, the caller's bin (when `may_cache`, as
+ * bin_keep_foreign says), the owner's remote list, or an exited thread's
+ * abandoned segment. */
 static void free_to_owner(struct page *page, struct block *block, bool may_cache)
 {
     struct segment *segment = segment_of(block);
@@ -560,14 +578,8 @@ static void free_to_owner(struct page *page, struct block *block, bool may_cache
             owner = atomic_load_explicit(&segment->owner, memory_order_acquire);
             continue;
         }
-        unsigned class_index = page->class_index;
-        if (may_cache && class_index < CLASS_COUNT && self->bins[class_index].limit != 0 &&
-            page_surely_carved(page, block)) {
-            struct bin *bin = &self->bins[class_index];
-            if (bin_link(bin, block))
-                heap_bin_flush(self, bin);
+        if (may_cache && bin_keep_foreign(self, page, block, owner))
             return;
-        }
         struct heap *heap = (struct heap *)(owner & ~OWNER_CHECK_TAG);
         struct block *old = atomic_load_explicit(&heap->remote, memory_order_relaxed);
         do {
@@ -596,19 +608,9 @@ void heap_free_block(struct page *page, struct block *block)
      * inline free finds one: at once when it is the bin's newest, else by
      * the allocation or flush that meets it the second time, its check
      * word cleared by the first hand-out (layout.h, struct block). */
-    struct heap *self = thread_heap;
-    struct segment *segment = segment_of(block);
-    uintptr_t owner = atomic_load_explicit(&segment->owner, memory_order_relaxed);
-    unsigned class_index = page->class_index;
-    if (likely(class_index < CLASS_COUNT && owner != self->owner_word && owner != OWNER_ABANDONED &&
-               self->bins[class_index].limit != 0 && page_surely_carved(page, block))) {
-        struct bin *bin = &self->bins[class_index];
-        if (unlikely(block == bin->head))
-            report_fatal("double free", block);
-        if (bin_link(bin, block))
-            heap_bin_flush(self, bin);
+    uintptr_t owner = atomic_load_explicit(&segment_of(block)->owner, memory_order_relaxed);
+    if (likely(bin_keep_foreign(thread_heap, page, block, owner)))
         return;
-    }
     /* Free already: on a list of its owner (a bin, a page, the remote
      * list), in another heap's bin, or on an exited thread's segment. */
     if (unlikely(block_is_free(block)))

@@ -59,9 +59,7 @@ static void run_in_thread(void *(*fn)(void *), void *p)
 
 static void free_from_thread(void *p)
 {
-    pthread_t t;
-    pthread_create(&t, NULL, free_in_thread, p);
-    pthread_join(t, NULL);
+    run_in_thread(free_in_thread, p);
 }
 
 static int run_case(const char *name)
