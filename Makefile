@@ -6,7 +6,7 @@ VERSION := $(shell sed -n 's/^\#define STRATA_VERSION "\(.*\)"/\1/p' include/str
 VERSION_MAJOR := $(word 1,$(subst ., ,$(VERSION)))
 VERSION_MINOR := $(word 2,$(subst ., ,$(VERSION)))
 # While the major version is 0 each minor version is its own ABI (the
-# header's inline views may change layout): README, "Versions and ABI".
+# header's inline views may change layout): INSTALL.md, "Versions and ABI".
 ABI_VERSION := $(VERSION_MAJOR).$(VERSION_MINOR)
 SONAME := libstrata.so.$(ABI_VERSION)
 REALNAME := libstrata.so.$(VERSION)
@@ -14,7 +14,7 @@ REALNAME := libstrata.so.$(VERSION)
 API_SONAME := libstrata-api.so.$(ABI_VERSION)
 API_REALNAME := libstrata-api.so.$(VERSION)
 # The secure flavour: the same API and override with every protection of
-# README "Secure flavour" (SECURE_SET: a subset, to measure one at a time).
+# docs/safety.md, "Secure flavour" (SECURE_SET: a subset, to measure one at a time).
 SECURE_SONAME := libstrata-secure.so.$(ABI_VERSION)
 SECURE_REALNAME := libstrata-secure.so.$(VERSION)
 SECURE_SET ?= 127

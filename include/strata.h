@@ -17,7 +17,7 @@ extern "C" {
 /* The version this header belongs to: major.minor.patch, as a string and
  * as one number (major * 10000 + minor * 100 + patch) for #if. The patch
  * level changes for fixes; the minor version when the API grows or the
- * layout of an inline view changes (see the SONAME in the README); the
+ * layout of an inline view changes (see the SONAME in INSTALL.md); the
  * major version when a call's meaning changes. */
 #define STRATA_VERSION_MAJOR 0
 #define STRATA_VERSION_MINOR 3

@@ -2,7 +2,7 @@
  * array; nothrow; aligned; sized), in the override, so that a C++ program
  * reaches strata's inline paths without going through libstdc++'s operator
  * new and malloc's PLT: a loop replacing small objects takes 0.85x the time
- * (README, "C++"). Written in C against the Itanium C++ ABI's names,
+ * (docs/usage.md, "C++"). Written in C against the Itanium C++ ABI's names,
  * so the library needs no C++ runtime.
  *
  * What the standard asks, and how it is kept here:

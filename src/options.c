@@ -1,7 +1,7 @@
 /* options.c: run-time options, read once from STRATA_* environment variables
  * at start-up (before any heap exists) and never changed afterwards, and the
  * configuration every layer reads (config_init). One table holds each
- * option's name, default, range and documentation; the README's table is
+ * option's name, default, range and documentation; docs/usage.md's table is
  * this one. A malformed value is reported once on stderr, with what is
  * accepted, and the default is used; so is a STRATA_ name that is no
  * option, with the nearest one. Flags take 1/0, yes/no, on/off or

@@ -42,8 +42,8 @@
 
 /* The secure flavour (libstrata-secure): STRATA_SECURE is the set of its
  * protections (SECURE_ALL in the library; a build with some left out, or
- * with SECURE_PATHS alone, measures what each costs: README, "Secure
- * flavour"). Every secure build validates each free and catches every
+ * with SECURE_PATHS alone, measures what each costs: bench/README.md, "The
+ * secure flavour's cost"). Every secure build validates each free and catches every
  * double free it can see. secure_has(SECURE_X) is a constant, 0 in the
  * default flavour. */
 enum secure_protection {

@@ -3,7 +3,8 @@
  * ended and that strata's report names the address. The cases of the
  * comparison table also run on glibc's malloc (MISUSE_GLIBC=1 in the child):
  * the test fails when glibc stops a misuse that strata's default mode lets
- * through, and when the README's Misuse table says otherwise than the runs. */
+ * through, and when the Misuse table of docs/safety.md says otherwise
+ * than the runs. */
 #include <pthread.h>
 
 #include "check.h"
@@ -283,7 +284,7 @@ struct row {
     const char *report; /* what strata's report says */
 };
 
-/* The comparison table, in the README's words. */
+/* The comparison table, in the words of docs/safety.md. */
 static const struct row table[] = {
     {"double-free", "double free of the block freed last", "double free"},
     {"double-free-later", "double free of an older block (`free(p); free(q); free(p)`), the program allocating on", "double free"},
@@ -303,10 +304,10 @@ static const struct row table[] = {
     {"realloc-foreign", "`realloc` of a pointer into static memory", "did not allocate"},
 };
 
-/* Whether the README holds this exact line. */
+/* Whether docs/safety.md holds this exact line. */
 static int readme_has(const char *line)
 {
-    FILE *f = fopen("README.md", "r");
+    FILE *f = fopen("docs/safety.md", "r");
     if (f == NULL)
         return 0;
     char buffer[512];
@@ -399,7 +400,7 @@ int main(int argc, char **argv)
         printf("%s\n", line);
         CHECK(readme_has(line));
         if (!readme_has(line))
-            printf("  (the README's Misuse table does not have this line)\n");
+            printf("  (the Misuse table of docs/safety.md does not have this line)\n");
     }
 
     /* A forged link in a freed block: never followed, in either mode. */

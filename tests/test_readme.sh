@@ -1,7 +1,9 @@
 #!/bin/sh
-# tests/test_readme.sh: every C example in README.md is a whole program that
-# compiles as pasted (warnings as errors), links against strata and runs; its
-# output is what the example's comments say.
+# tests/test_readme.sh: every C example in the docs (README.md, INSTALL.md,
+# HACKING.md, docs/*.md, bench/README.md, tests/README.md) is a whole program
+# that compiles as pasted (warnings as errors), links against strata and
+# runs; its output is what the example's comments say. The options table is
+# in docs/usage.md alone and is the library's.
 BUILD=${BUILD:-build}
 CC=${CC:-cc}
 out=$(mktemp -d)
@@ -11,13 +13,16 @@ fail=0
 check() { if eval "$1"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $2"; fi; }
 
 # Each ```c block into example-N.c.
+docs=$(ls README.md INSTALL.md HACKING.md docs/*.md bench/README.md tests/README.md 2> /dev/null)
 awk -v dir="$out" '
     /^```c$/ { n++; file = dir "/example-" n ".c"; inside = 1; next }
     /^```/ { inside = 0; next }
     inside { print > file }
-' README.md
+' $docs
 count=$(ls "$out"/example-*.c 2> /dev/null | wc -l)
-check '[ "$count" -ge 2 ]' "README has C examples ($count)"
+check '[ "$count" -ge 5 ]' "the docs have C examples ($count)"
+readme_count=$(grep -c '^```c$' README.md)
+check '[ "$readme_count" -eq 3 ]' "README.md has one C example per layer ($readme_count)"
 for src in "$out"/example-*.c; do
     name=$(basename "$src" .c)
     first=$(grep -m 1 -E "strata_[a-z]+" -o "$src")
@@ -30,7 +35,7 @@ for src in "$out"/example-*.c; do
     check '[ -n "$expected" ] && [ "$(cat "$out/$name.out")" = "$expected" ]' "$name prints \"$expected\""
 done
 
-# The README's options table is the library's: every option the library
+# docs/usage.md's options table is the library's: every option the library
 # says is in force (STRATA_VERBOSE=1, all defaults) has a row with its
 # default, and the table has no row for an option the library lacks.
 in_force=$(env -i STRATA_VERBOSE=1 LD_PRELOAD="$PWD/$BUILD/libstrata.so" /bin/true 2>&1 | sed -n 's/^strata [0-9.]* in force in [^:]*: //p')
@@ -38,13 +43,23 @@ check '[ -n "$in_force" ]' "the library prints the options in force"
 for setting in $in_force; do
     name=${setting%%=*} value=${setting#*=}
     [ "$name" = STRATA_VERBOSE ] && value=0
-    check 'grep -q "^| \`$name\` | \`$value\` | " README.md' "README's options table has $name with default $value"
+    check 'grep -q "^| \`$name\` | \`$value\` | " docs/usage.md' "docs/usage.md's options table has $name with default $value"
 done
-for name in $(sed -n 's/^| `\(STRATA_[A-Z_]*\)` | .*/\1/p' README.md); do
+for name in $(sed -n 's/^| `\(STRATA_[A-Z_]*\)` | .*/\1/p' docs/usage.md); do
     case " $in_force " in
         *" $name="*) ;;
-        *) [ "$name" = STRATA_STATS_FILE ] || check false "README's options table has $name, which the library does not know" ;;
+        *) [ "$name" = STRATA_STATS_FILE ] || check false "docs/usage.md's options table has $name, which the library does not know" ;;
     esac
 done
+# Every link between the docs leads to a file that exists.
+for doc in $docs; do
+    for target in $(grep -o '](\([^)#]*\))' "$doc" | sed 's/^](\(.*\))$/\1/'); do
+        case "$target" in *://*) continue ;; esac
+        check '[ -e "$(dirname "$doc")/$target" ]' "$doc links to $target, which exists"
+    done
+done
+# The options are tabled in one place: no other doc has a row of that table.
+others=$(grep -l '^| `STRATA_[A-Z_]*` | ' $docs | grep -vx docs/usage.md)
+check '[ -z "$others" ]' "the options table is in docs/usage.md alone (also in: $others)"
 echo "checks: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -6,7 +6,7 @@
 # writes to it) runs in a child on glibc, on strata (default), on strata in
 # checked mode and on strata's secure flavour. The secure flavour must stop
 # (abort with a report, or fault) or neutralise every one; the default
-# flavour keeps what it stops; the README's table is this run's.
+# flavour keeps what it stops; docs/safety.md's table is this run's.
 # `sh tests/test_security.sh --table` prints the table alone.
 BUILD=${BUILD:-build}
 CC=${CC:-cc}
@@ -86,16 +86,16 @@ if [ "${1:-}" = --table ]; then
     exit 0
 fi
 cat "$table"
-# The README shows this table; glibc's column is Debian 12's glibc 2.36.
+# docs/safety.md shows this table; glibc's column is Debian 12's glibc 2.36.
 glibc_236=$(ldd --version 2>&1 | head -n 1 | grep -c ' 2\.36')
 while IFS= read -r row; do
     case "$row" in "| attack "* | "| --- "*) continue ;; esac
     if [ "$glibc_236" -eq 1 ]; then
-        check 'grep -Fqx -- "$row" README.md' "README's security table has the row: $row"
+        check 'grep -Fqx -- "$row" docs/safety.md' "docs/safety.md's security table has the row: $row"
     else
         strata_part=$(echo "$row" | cut -d'|' -f4-)
         name=$(echo "$row" | cut -d'|' -f2)
-        check 'grep -F -- "|$name|" README.md | grep -Fq -- "$strata_part"' "README's security table has strata's part of: $row"
+        check 'grep -F -- "|$name|" docs/safety.md | grep -Fq -- "$strata_part"' "docs/safety.md's security table has strata's part of: $row"
     fi
 done < "$table"
 echo "checks: $pass passed, $fail failed"
