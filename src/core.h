@@ -4,19 +4,20 @@
  * the white-box tests only; the arenas see the base layer's headers (os.h,
  * report.h, options.h), the contexts and the override alloc.h.
  *
- * Layers, bottom to top (README "Design"; tests/test_layers checks them on
- * the object files):
- *   0 os.c                          system calls
- *   1 report.c options.c sizeclass.c counters.c instrument.c
- *   2 purge.c segment.c             slices back to the OS; segments, pages
- *   3 large.c heap.c                large mappings; thread heaps
- *   4 free.c                        every free but the inline one
- *   5 stats.c                       statistics
- *   6 init.c                        start-up, thread exit, fork, the purger thread
- *   7 alloc.c api.c override.c      the slow paths and the memory-limit
- *     operator_new.c                policy; strata_*; the malloc family;
- *                                   C++'s operator new and delete
- *   8 arena.c context.c             arenas, contexts
+ * The layer map, bottom to top: a file calls only the files of its own
+ * layer or a lower one. It is the one map: tests/test_layers.py reads the
+ * lines below (layer number, name, objects) and checks the object files and
+ * the README's design table against them.
+ *   0 os: os.c
+ *   1 base: report.c options.c sizeclass.c counters.c instrument.c
+ *   2 segments and pages: purge.c segment.c
+ *   3 large blocks and thread heaps: large.c heap.c
+ *   4 free paths: free.c
+ *   5 statistics: stats.c
+ *   6 start-up and fork: init.c
+ *   7 API: alloc.c secure.c api.c override.c operator_new.c
+ *   8 arenas and contexts: arena.c context.c
+ * (What each file holds: its opening comment, and the README's table.)
  *
  * Lock order (a lock may be taken while holding only locks above it):
  *   1. the heap pool lock (heap.c): the pool's free list

@@ -11,19 +11,29 @@ import re
 import subprocess
 import sys
 
-# The layers, bottom (0) to top: an object may use its own layer or lower.
-# Names are object files without ".o"; a name not built yet is only noted.
-LAYERS = [
-    ("os", ["os"]),
-    ("base", ["report", "options", "sizeclass", "counters", "instrument"]),
-    ("segments and pages", ["purge", "segment"]),
-    ("large blocks and thread heaps", ["large", "heap"]),
-    ("free paths", ["free"]),
-    ("statistics", ["stats"]),
-    ("start-up and fork", ["init"]),
-    ("API", ["alloc", "secure", "api", "override", "operator_new"]),
-    ("arenas and contexts", ["arena", "context"]),
-]
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+SRC = os.environ.get("LAYERS_SRC", os.path.join(ROOT, "src"))
+# The layer map is src/core.h's (its lines "  N name: a.c b.c"), bottom (0)
+# to top: an object may use its own layer or lower. Names are object files
+# without ".o"; a name not built yet is only noted. The README's design
+# table must list the same files in each layer.
+MAP_LINE = re.compile(r"^ \*   (\d+) ([a-zA-Z ,-]+): ([a-z_]+\.c(?: [a-z_]+\.c)*)$")
+
+
+def read_layer_map(path):
+    """[(name, [objects])] in layer order, from the map in core.h."""
+    layers = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            m = MAP_LINE.match(line.rstrip("\n"))
+            if m:
+                layers.append((int(m.group(1)), m.group(2),
+                               [c[:-2] for c in m.group(3).split()]))
+    return layers
+
+
+MAP = read_layer_map(os.path.join(SRC, "core.h"))
+LAYERS = [(name, objects) for _, name, objects in MAP]
 
 # At most one mutual pair of objects in the same layer may call each other,
 # e.g. {frozenset({"heap", "large"})}. Any pair listed here must be justified
@@ -43,9 +53,7 @@ INCLUDE_RULES = {
 # Headers no file in src/ may include.
 FORBIDDEN_HEADERS = ["internal.h"]
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 BUILD = os.environ.get("BUILD", "build")
-SRC = os.environ.get("LAYERS_SRC", os.path.join(ROOT, "src"))
 # The folders of objects under $BUILD, each checked in turn: the default
 # flavour's and the secure flavour's.
 OBJ_DIRS = os.environ.get("LAYERS_OBJ", "obj obj-secure").split()
@@ -147,6 +155,38 @@ def includes(path):
     return found
 
 
+def readme_layers(path):
+    """{layer number: set of files} from the README's design table, whose
+    rows start "| N name | `a.c`, `b.c` |"."""
+    table = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            m = re.match(r"^\| (\d+) [^|]*\| ([^|]*) \|", line)
+            if m:
+                table[int(m.group(1))] = set(re.findall(r"`([a-z_]+\.c)`", m.group(2)))
+    return table
+
+
+def check_docs_map():
+    """The README draws core.h's map, and no other doc draws one."""
+    numbers = [n for n, _, _ in MAP]
+    check(numbers == list(range(len(MAP))) and len(MAP) >= 9,
+          "src/core.h has the layer map, layers 0..N in order", ["found layers %s" % numbers])
+    want = {n: {o + ".c" for o in objects} for n, _, objects in MAP}
+    drawn = readme_layers(os.path.join(ROOT, "README.md"))
+    check(drawn == want, "the README's layer table is core.h's map",
+          ["layer %d: README %s, core.h %s" % (n, sorted(drawn.get(n, ())), sorted(want.get(n, ())))
+           for n in sorted(set(want) | set(drawn)) if drawn.get(n) != want.get(n)])
+    others = [p for p in glob.glob(os.path.join(ROOT, "docs", "*.md")) + [os.path.join(ROOT, "HACKING.md")]
+              if os.path.exists(p) and readme_layers(p)]
+    check(not others, "no doc but the README draws a layer table",
+          [os.path.relpath(p, ROOT) for p in others])
+    on_disk = {os.path.basename(p) for p in glob.glob(os.path.join(SRC, "*.c"))}
+    mapped = set().union(*want.values()) if want else set()
+    check(on_disk == mapped, "every source of src/ is in the map, and only those",
+          ["not in the map: %s" % sorted(on_disk - mapped), "in the map, no source: %s" % sorted(mapped - on_disk)])
+
+
 def layer_table():
     """{object: layer number}, the table checked once."""
     layer_of, twice = {}, []
@@ -210,6 +250,7 @@ def main():
         arrows = read_graph(objects)
         print_graph(arrows, cycles(arrows))
         return 0
+    check_docs_map()
     layer_of, bad_pairs = layer_table()
     for folder in OBJ_DIRS:
         check_objects(folder, layer_of, bad_pairs)
