@@ -11,7 +11,7 @@
  *   0 os: os.c
  *   1 base: report.c options.c sizeclass.c counters.c instrument.c
  *   2 segments and pages: purge.c segment.c
- *   3 large blocks and thread heaps: large.c heap.c
+ *   3 large blocks and thread heaps: large.c heap.c heap_check.c purge_policy.c pages.c remote.c bins.c lifecycle.c
  *   4 free paths: free.c
  *   5 statistics: stats.c
  *   6 start-up and fork: init.c
@@ -20,7 +20,7 @@
  * (What each file holds: its opening comment, and the README's table.)
  *
  * Lock order (a lock may be taken while holding only locks above it):
- *   1. the heap pool lock (heap.c): the pool's free list
+ *   1. the heap pool lock (heap.c): the pool's free and parked lists
  *   2. a heap's lock: its segments and slice masks; a thread holds one at a
  *      time, except fork_prepare, which takes every heap's in turn
  *   3. the segment cache lock (segment.c)
@@ -107,39 +107,29 @@ void large_lock_all(void);
 void large_unlock_all(void);
 void large_fork_child(void);
 
-/* ---- heap.c: thread heaps --------------------------------------------- */
+/* ---- the thread heaps (heap_private.h lists their files and what only
+ * they share) ------------------------------------------------------------ */
+/* heap.c: the pool of heaps */
 extern STRATA_INTERNAL struct page page_empty;
 /* Creates the thread-exit key (start-up, before any heap), whose destructor
  * init.c gives. */
 void heap_threads_init(void (*on_thread_exit)(void *));
-/* The calling thread's exit (its key's destructor, given the heap): parks
- * the heap for the next thread, or gives it up at once without a purger or
- * purge delay. True when parked: the purger must then run to retire it. */
-bool heap_thread_exit(struct heap *heap);
-/* Gives the calling thread a heap (start-up done): the newest one an exited
- * thread parked, else a fresh one; NULL without memory. */
-STRATA_NOINLINE struct heap *heap_acquire(void);
-/* Takes a block of a class whose bin is empty, refilling the bin; NULL
- * when no memory is to be had (errno untouched). */
-STRATA_NOINLINE void *heap_bin_refill(struct heap *heap, unsigned class_index);
-/* Returns half of a full bin's blocks to their pages. */
-STRATA_NOINLINE void heap_bin_flush(struct heap *heap, struct bin *bin);
-/* A medium block of at least `size` bytes (`zero`: zeroed) from the heap's
- * segments; NULL without memory (errno untouched). */
-void *heap_medium_alloc(struct heap *heap, size_t size, bool zero);
-/* Grows the calling thread's own medium block in place to `size` (at most
- * MEDIUM_MAX); false when it is another heap's or has no room after it. */
-bool heap_medium_grow(void *block, size_t size);
-/* Frees a validated block of a segment from whichever thread calls: into
- * the caller's own page, onto the owner's remote list, or into its
- * abandoned segment. `page` is the block's (page_of). */
-STRATA_NOINLINE void heap_free_block(struct page *page, struct block *block);
-/* Returns a block to its page, in the heap that owns it. */
-void page_free_block(struct heap *heap, struct page *page, struct block *block);
-STRATA_NOINLINE void heap_collect_remote(struct heap *heap);
-/* Purge policy: purges the slices that have stayed free since the last
- * check, once a delay has passed since it, or everything past the dirty
- * limit; asks for the purger thread when the heap holds enough. */
+/* Calls fn on every heap with a thread, holding its lock (with `try_only`,
+ * skipping heaps whose lock is busy). Takes no process-wide lock. */
+void heap_for_each_live(void (*fn)(struct heap *, void *), void *arg, bool try_only);
+void heap_lock_all(void);
+void heap_unlock_all(void);
+void heap_fork_child(void);
+
+/* heap_check.c (heap_check itself: checkers.h) */
+/* The debug build's checks at a page refill (the page and the bin), and
+ * now and then of the whole heap. */
+void heap_debug_refill(struct heap *heap, unsigned class_index);
+
+/* purge_policy.c */
+/* Purges the slices that have stayed free since the last check, once a
+ * delay has passed since it, or everything past the dirty limit; asks for
+ * the purger thread when the heap holds enough (heap lock held). */
 void heap_maybe_purge(struct heap *heap);
 /* The purger's step for one heap (heap lock held): its aged free slices,
  * unless the owner checked lately. */
@@ -151,21 +141,48 @@ void heap_purge_dirty(struct heap *heap);
  * STRATA_BACKGROUND_PURGE=1), taken by init.c's purger_start. */
 enum purger_request { PURGER_IDLE, PURGER_REQUESTED, PURGER_TAKEN };
 extern STRATA_INTERNAL _Atomic int purger_request;
-/* Calls fn on every heap with a thread, holding its lock (with `try_only`,
- * skipping heaps whose lock is busy). Takes no process-wide lock. */
-void heap_for_each_live(void (*fn)(struct heap *, void *), void *arg, bool try_only);
-/* Returns the caller's cached blocks and empty pages, then purges. */
-void heap_trim_own(void);
+
+/* pages.c: a heap's pages */
+/* Returns a block to its page, in the heap that owns it. */
+void page_free_block(struct heap *heap, struct page *page, struct block *block);
+/* A medium block of at least `size` bytes (`zero`: zeroed) from the heap's
+ * segments; NULL without memory (errno untouched). */
+void *heap_medium_alloc(struct heap *heap, size_t size, bool zero);
+/* Grows the calling thread's own medium block in place to `size` (at most
+ * MEDIUM_MAX); false when it is another heap's or has no room after it. */
+bool heap_medium_grow(void *block, size_t size);
+
+/* remote.c: frees to a block's owner */
+/* The owner takes back the blocks other threads pushed onto its remote
+ * list. */
+STRATA_NOINLINE void heap_collect_remote(struct heap *heap);
+
+/* bins.c: the bins of the inline paths */
+/* Takes a block of a class whose bin is empty, refilling the bin; NULL
+ * when no memory is to be had (errno untouched). */
+STRATA_NOINLINE void *heap_bin_refill(struct heap *heap, unsigned class_index);
+/* Returns half of a full bin's blocks to their pages. */
+STRATA_NOINLINE void heap_bin_flush(struct heap *heap, struct bin *bin);
+/* Frees a validated block of a segment from whichever thread calls: into
+ * the caller's bin (another live heap's small block), its own page, the
+ * owner's remote list, or its abandoned segment. `page` is the block's
+ * (page_of). */
+STRATA_NOINLINE void heap_free_block(struct page *page, struct block *block);
+
+/* lifecycle.c: a heap given to a thread, parked, retired, trimmed */
+/* Gives the calling thread a heap (start-up done): the newest one an exited
+ * thread parked, else a fresh one; NULL without memory. */
+STRATA_NOINLINE struct heap *heap_acquire(void);
+/* The calling thread's exit (its key's destructor, given the heap): parks
+ * the heap for the next thread, or gives it up at once without a purger or
+ * purge delay. True when parked: the purger must then run to retire it. */
+bool heap_thread_exit(struct heap *heap);
 /* Gives up the heaps of exited threads parked for longer than the purge
  * delay (`all`: every one), as their threads' exits would have without a
  * purger. Call with no lock held. */
 void heap_retire_parked(bool all);
-/* The debug build's checks at a page refill (the page and the bin), and
- * now and then of the whole heap. */
-void heap_debug_refill(struct heap *heap, unsigned class_index);
-void heap_lock_all(void);
-void heap_unlock_all(void);
-void heap_fork_child(void);
+/* Returns the caller's cached blocks and empty pages, then purges. */
+void heap_trim_own(void);
 
 /* ---- free.c ----------------------------------------------------------- */
 /* Every free the inline path does not finish: other threads' blocks,

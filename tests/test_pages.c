@@ -409,7 +409,7 @@ int main(int argc, char **argv)
     if (STRATA_DEBUG_BUILD && children_runnable()) {
         struct outcome o = check_spawn("corrupt-page", "");
         CHECK(WIFSIGNALED(o.status) && WTERMSIG(o.status) == SIGABRT);
-        CHECK(strstr(o.output, "strata: invariant broken at src/heap.c:") != NULL &&
+        CHECK(strstr(o.output, "strata: invariant broken at src/heap_check.c:") != NULL &&
               strstr(o.output, "heap_check at a page refill") != NULL);
         if (!(WIFSIGNALED(o.status)))
             fprintf(stderr, "child said: %s\n", o.output);

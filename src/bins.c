@@ -1,0 +1,259 @@
+/* bins.c: the bins, each thread's cache of free blocks of each class,
+ * which is all the inline paths (alloc.h) touch. An empty bin is refilled
+ * from the class's current page, a full one flushed by half back to the
+ * blocks' pages; a class that swings between the two grows its bin, within
+ * the heap's budget, and one left alone shrinks back (layout.h, BIN_BYTES).
+ * A block of another live heap, freed by this thread, is kept in its bin
+ * too, unread, to be handed out again while warm in this core's cache.
+ * Invariants (heap_check): a bin holds `count` blocks, at most `limit`,
+ * between its class's base limit and BIN_MAX_BLOCKS; every one is a carved
+ * block of an in-use page of its class, counted as used in that page (a
+ * page's class and carving do not change while one of its blocks is out,
+ * so other heaps' blocks are safe to hold); in checked mode bins have no
+ * room, so every call takes the checked slow path. */
+#include "heap_private.h"
+
+/* Makes current[class] a page with a free block: the current one, carved
+ * further or given back blocks from the remote list, else an available
+ * page, else a new one; false when out of memory. */
+static bool current_with_free(struct heap *heap, unsigned class_index)
+{
+    struct page *page = heap->current[class_index];
+    if (page->free != NULL || page_extend(page))
+        return true;
+    if (atomic_load_explicit(&heap->remote, memory_order_relaxed) != NULL) {
+        heap_collect_remote(heap);
+        if (page->free != NULL)
+            return true;
+    }
+    page = heap->available[class_index];
+    if (unlikely(page == NULL))
+        return heap_current_from_segments(heap, class_index);
+    list_remove(heap, page);
+    strata_assert(page->free != NULL && page->class_index == class_index);
+    heap->current[class_index] = page;
+    return true;
+}
+
+static inline void *block_pop(struct page *page)
+{
+    struct block *block = page->free;
+    page->free = block_next(block);
+    block_take(block);
+    counter_set(&page->used, page->used + 1);
+    return block;
+}
+
+/* Records a refill or a flush of the class. A refill after a flush grows
+ * the bin by half, the budget allowing: the class swings between the bin
+ * and its pages. (A flush never grows it instead of flushing: the flush's
+ * walk is what finds a block freed twice while in the bin.) */
+static void bin_note(struct heap *heap, unsigned class_index, unsigned event)
+{
+    unsigned use = heap->bin_use[class_index];
+    heap->bin_use[class_index] = (uint8_t)(event | BIN_ACTIVE);
+    heap->bin_events++;
+    if (event != BIN_REFILLED || !(use & BIN_FLUSHED) || strata_options.check)
+        return;
+    struct bin *bin = &heap->bins[class_index];
+    uint32_t grow = bin->limit / 2;
+    if (grow > BIN_MAX_BLOCKS - bin->limit)
+        grow = BIN_MAX_BLOCKS - bin->limit;
+    size_t bytes = (size_t)grow * class_size[class_index];
+    if (grow == 0 || heap->bin_growth + bytes > HEAP_BIN_GROWTH_BYTES)
+        return;
+    bin->limit += grow;
+    heap->bin_growth += bytes;
+}
+
+static void bin_trim(struct heap *heap, struct bin *bin, uint32_t keep);
+
+/* Every BIN_AGE_EVERY refills and flushes, and a purge delay at least since
+ * the last time: each class that was not refilled or flushed since then
+ * shrinks its bin by half (not below its base), its excess blocks going back
+ * to their pages. */
+static void bins_age(struct heap *heap)
+{
+    if (heap->bin_events < BIN_AGE_EVERY)
+        return;
+    heap->bin_events = 0;
+    uint64_t now = os_now_ns();
+    if (now - heap->bins_aged_at < strata_options.purge_delay_ns)
+        return;
+    heap->bins_aged_at = now;
+    for (unsigned c = 0; c < CLASS_COUNT; c++) {
+        unsigned use = heap->bin_use[c];
+        heap->bin_use[c] = (uint8_t)(use & ~BIN_ACTIVE);
+        struct bin *bin = &heap->bins[c];
+        uint32_t base = bin_base_limit(c);
+        if ((use & BIN_ACTIVE) || bin->limit <= base)
+            continue;
+        uint32_t limit = bin->limit / 2 < base ? base : bin->limit / 2;
+        heap->bin_growth -= (size_t)(bin->limit - limit) * class_size[c];
+        bin->limit = limit;
+        if (bin->count > limit)
+            bin_trim(heap, bin, limit);
+    }
+}
+
+void *heap_bin_refill(struct heap *heap, unsigned class_index)
+{
+    strata_assert(heap->bins[class_index].head == NULL);
+    bin_note(heap, class_index, BIN_REFILLED);
+    if (!current_with_free(heap, class_index))
+        return NULL;
+    struct page *page = heap->current[class_index];
+    struct block *first = block_pop(page);
+    counters_bytes_out((long)page->block_size);
+    if (unlikely(strata_options.check))
+        return first;
+    /* Move the page's free blocks into the (empty) bin so the next calls
+     * stay inline: all at once when they fit, the list's length being
+     * capacity - used; else half a bin, walked. */
+    struct bin *bin = &heap->bins[class_index];
+    struct block *taken = page->free;
+    uint32_t moved = page->capacity - page->used;
+    if (taken == NULL)
+        return first;
+    strata_assert_cmp(page->used, <=, page->capacity);
+    if (moved <= bin->limit) {
+        page->free = NULL;
+    } else {
+        struct block *last = taken;
+        for (moved = 1; moved < bin->limit / 2; moved++)
+            last = block_next(last);
+        page->free = block_next(last);
+        block_set_next(last, NULL);
+    }
+    strata_assert_cmp(moved, <=, bin->limit);
+    bin->head = taken;
+    counter_set(&bin->count, moved);
+    counter_set(&page->used, page->used + moved);
+    counters_bytes_out((long)page->block_size * (long)moved);
+    bins_age(heap);
+    if (STRATA_DEBUG_BUILD)
+        heap_debug_refill(heap, class_index);
+    return first;
+}
+
+/* Takes `count` blocks of a bin's list, from `block` on, into `taken`.
+ * Taking one twice (a block freed again while still in the bin loops the
+ * list) is reported, and so is a list that ends early or runs on, before
+ * any page counts one back. */
+static void blocks_take(struct block *block, uint32_t count, struct block **taken)
+{
+    strata_assert_cmp(count, <=, BIN_MAX_BLOCKS + 1);
+    for (uint32_t i = 0; i < count; i++) {
+        if (unlikely(block == NULL))
+            report_fatal("double free or write after free (a thread cache lost count)",
+                         i ? taken[i - 1] : NULL);
+        struct block *next = block_next(block); /* reports a block taken twice */
+        block_take(block);
+        taken[i] = block;
+        block = next;
+    }
+    if (unlikely(block != NULL))
+        report_fatal("double free or write after free (a thread cache's list runs on)", block);
+}
+
+/* Blocks taken from a bin go back to their pages: the heap's own here,
+ * other heaps' to their owners. Returns how many were the heap's. */
+static uint32_t blocks_to_pages(struct heap *heap, struct block **taken, uint32_t count)
+{
+    uint32_t own = 0;
+    for (uint32_t i = 0; i < count; i++) {
+        struct segment *segment = segment_of(taken[i]);
+        struct page *page = page_of(segment, taken[i]);
+        if (atomic_load_explicit(&segment->owner, memory_order_relaxed) == heap->owner_word) {
+            page_free_block(heap, page, taken[i]);
+            own++;
+        } else {
+            free_to_owner(page, taken[i]);
+        }
+    }
+    return own;
+}
+
+void heap_bin_flush(struct heap *heap, struct bin *bin)
+{
+    strata_assert_cmp(bin->count, >, bin->limit);
+    bin_note(heap, (unsigned)(bin - heap->bins), BIN_FLUSHED);
+    bin_trim(heap, bin, bin->limit / 2);
+    bins_age(heap);
+}
+
+/* Leaves `keep` blocks in the bin, the rest going back to their pages. */
+static void bin_trim(struct heap *heap, struct bin *bin, uint32_t keep)
+{
+    strata_assert_cmp(keep, <, bin->count);
+    struct block *cut = bin->head;
+    for (uint32_t i = 1; i < keep; i++)
+        cut = block_next(cut);
+    struct block *rest = keep ? block_next(cut) : cut;
+    uint32_t moved = bin->count - keep;
+    /* The rest is taken before the list is cut after `cut`: a loop in the
+     * list then shows in the rest, whichever blocks it goes through. */
+    struct block *taken[BIN_MAX_BLOCKS + 1];
+    blocks_take(rest, moved, taken);
+    if (keep)
+        block_set_next(cut, NULL);
+    else
+        bin->head = NULL;
+    counter_set(&bin->count, keep);
+    uint32_t own = blocks_to_pages(heap, taken, moved);
+    counters_bytes_out(-(long)own * (long)class_size[bin - heap->bins]);
+}
+
+void bins_flush_all(struct heap *heap)
+{
+    for (unsigned c = 0; c < CLASS_COUNT; c++) {
+        struct block *block = heap->bins[c].head;
+        uint32_t count = heap->bins[c].count;
+        counters_bytes_out(-(long)count * (long)class_size[c]);
+        heap->bins[c].head = NULL;
+        heap->bins[c].count = 0;
+        struct block *taken[BIN_MAX_BLOCKS + 1];
+        blocks_take(block, count, taken);
+        blocks_to_pages(heap, taken, count);
+    }
+}
+
+/* ---- another heap's blocks ------------------------------------------------ */
+/* Keeps another live heap's small block in the calling heap's bin of its
+ * class, where it stays counted as used in its page: the caller hands it
+ * out again while it is warm in its cache, or gives it to its owner when
+ * the bin overflows. False, doing nothing, when the bin may not keep it:
+ * the caller's own block, an exited thread's, a medium block, checked mode
+ * (no room in bins), or a block the owner may not have carved yet. */
+static bool bin_keep_foreign(struct heap *self, struct page *page, struct block *block, uintptr_t owner)
+{
+    unsigned class_index = page->class_index;
+    if (owner == self->owner_word || owner == OWNER_ABANDONED || class_index >= CLASS_COUNT ||
+        self->bins[class_index].limit == 0 || !page_surely_carved(page, block))
+        return false;
+    struct bin *bin = &self->bins[class_index];
+    if (unlikely(block == bin->head))
+        report_fatal("double free", block);
+    if (bin_link(bin, block))
+        heap_bin_flush(self, bin);
+    return true;
+}
+
+void heap_free_block(struct page *page, struct block *block)
+{
+    /* Another live heap's small block, freed by a thread with a bin for
+     * it: cached without a read of the block, which the program left cold
+     * in another core's cache (the read was a quarter of a server's time,
+     * stalled on it). A second free of it is found as the owner's own
+     * inline free finds one: at once when it is the bin's newest, else by
+     * the allocation or flush that meets it the second time, its check
+     * word cleared by the first hand-out (layout.h, struct block). */
+    uintptr_t owner = atomic_load_explicit(&segment_of(block)->owner, memory_order_relaxed);
+    if (likely(bin_keep_foreign(thread_heap, page, block, owner)))
+        return;
+    /* Free already: on a list of its owner (a bin, a page, the remote
+     * list), in another heap's bin, or on an exited thread's segment. */
+    if (unlikely(block_is_free(block)))
+        report_fatal("double free", block);
+    free_to_owner(page, block);
+}

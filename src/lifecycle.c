@@ -1,0 +1,194 @@
+/* lifecycle.c: a thread heap's life. A thread's first allocation gives it
+ * a heap: the newest one an exited thread parked, whole, else a fresh one
+ * from the pool. At the thread's exit the heap is parked for the next
+ * thread, or given up at once (without a purger thread or a purge delay);
+ * one left parked for a purge delay is retired by the purger. A trim
+ * returns what the calling thread's heap caches.
+ * Invariants: a heap is live from its acquisition until it is given up,
+ * parked or not, and only a live heap is seen by the purger and the
+ * statistics; a parked heap has empty bins and its remote frees collected,
+ * so what it holds is counted in its pages; a heap given up owns no
+ * segment, and its remote list is closed. */
+#include <pthread.h>
+
+#include "checkers.h"
+#include "heap_private.h"
+
+/* The newest parked heap, now the calling thread's: its segments, pages and
+ * resident free slices serve the thread from its first allocation. */
+static struct heap *heap_unpark(void)
+{
+    struct heap *heap = heap_parked_pop();
+    if (heap == NULL)
+        return NULL;
+    pthread_mutex_lock(&heap->lock);
+    strata_assert(heap->live && heap->parked_at != 0);
+    heap->parked_at = 0;
+    heap->next_free = NULL;
+    pthread_mutex_unlock(&heap->lock);
+    return heap;
+}
+
+struct heap *heap_acquire(void)
+{
+    strata_assert(thread_heap == &heap_empty);
+    strata_assert_cmp(class_size[CLASS_COUNT - 1], ==, SMALL_MAX); /* configured */
+    struct heap *heap = heap_unpark();
+    if (heap != NULL) {
+        heap_bind_thread(heap);
+        heap_collect_remote(heap); /* what other threads freed meanwhile */
+        return heap;
+    }
+    heap = heap_pool_take();
+    if (heap == NULL)
+        return NULL;
+    strata_assert(!heap->live);
+    for (size_t c = 0; c < CLASS_COUNT; c++) {
+        heap->current[c] = &page_empty;
+        heap->available[c] = NULL;
+        heap->bins[c] = (struct bin){NULL, 0, strata_options.check ? 0 : bin_base_limit(c)};
+        heap->bin_use[c] = 0;
+    }
+    heap->bin_growth = 0;
+    heap->bin_events = 0;
+    heap->bins_aged_at = os_now_ns();
+    heap->segments = NULL;
+    heap->dirty_slices = 0;
+    heap->refills = 0;
+    heap->purge_epoch = os_now_ns();
+    heap->next_free = NULL;
+    heap->owner_word = (uintptr_t)heap | (strata_options.check ? OWNER_CHECK_TAG : 0);
+    atomic_store_explicit(&heap->remote, NULL, memory_order_release);
+    /* Live (visible to the purger and statistics) only once initialised. */
+    pthread_mutex_lock(&heap->lock);
+    heap->live = true;
+    heap->parked_at = 0;
+    pthread_mutex_unlock(&heap->lock);
+    if (strata_options.purger_at_start)
+        purger_ask();
+    heap_bind_thread(heap);
+    return heap;
+}
+
+/* ---- thread exit ------------------------------------------------------------ */
+/* A thread's exit parks its heap whole: bins flushed and remote frees
+ * collected, so that what it holds is counted in its pages, but its
+ * segments, pages and resident free slices kept for the next thread to
+ * start (heap_unpark), which then faults in nothing and maps nothing.
+ * Other threads' frees of its blocks push onto its remote list meanwhile,
+ * as to a running owner's. One that stays parked for the purge delay is
+ * retired by the purger (heap_retire_parked), as if its thread had just
+ * exited without parking: its empty segments go back to the OS and the
+ * others to the abandoned list. Without a purger thread to do that
+ * (STRATA_BACKGROUND_PURGE=0) or with a purge delay of 0, exit retires the
+ * heap at once. */
+
+/* The current pages with no block in use go back to their segments. */
+static void current_release_empty(struct heap *heap)
+{
+    for (unsigned c = 0; c < CLASS_COUNT; c++) {
+        struct page *page = heap->current[c];
+        if (page->in_use && page->used == 0) {
+            heap->current[c] = &page_empty;
+            page_release(heap, page);
+        }
+    }
+}
+
+/* Gives up a heap no thread owns (a parked one, or the exiting thread's):
+ * its segments leave it, and it goes back to the pool empty. */
+static void heap_abandon(struct heap *heap)
+{
+    strata_assert(heap->live);
+    /* Not live first, waiting for a purger or statistics call that may hold
+     * the lock: from here on only this thread looks. */
+    pthread_mutex_lock(&heap->lock);
+    heap->live = false;
+    pthread_mutex_unlock(&heap->lock);
+    if (STRATA_DEBUG_BUILD) {
+        const char *broken = heap_check(heap);
+        if (broken != NULL)
+            report_assert(__FILE__, __LINE__, "heap_check as a heap is given up", "%s", broken);
+    }
+    bins_flush_all(heap);
+    heap_collect_remote(heap);
+    current_release_empty(heap);
+    for (unsigned c = 0; c < CLASS_COUNT; c++) {
+        heap->current[c] = &page_empty;
+        for (struct page *page = heap->available[c]; page != NULL; page = page->next)
+            page->listed = 0;
+        heap->available[c] = NULL;
+    }
+    heap_segments_abandon(heap);
+    strata_assert(heap->segments == NULL && heap->dirty_slices == 0);
+    /* From here every free of this heap's blocks takes the abandoned path;
+     * closing the list sends late remote frees there too. */
+    struct block *late = atomic_exchange_explicit(&heap->remote, REMOTE_CLOSED, memory_order_acq_rel);
+    while (late != NULL) {
+        struct block *next = block_next_tagged(late, BLOCK_REMOTE);
+        block_take(late);
+        heap_free_block(page_of(segment_of(late), late), late);
+        late = next;
+    }
+    heap_pool_put(heap);
+}
+
+static void heap_park(struct heap *heap)
+{
+    if (STRATA_DEBUG_BUILD) {
+        const char *broken = heap_check(heap);
+        if (broken != NULL)
+            report_assert(__FILE__, __LINE__, "heap_check at thread exit", "%s", broken);
+    }
+    bins_flush_all(heap);
+    heap_collect_remote(heap);
+    pthread_mutex_lock(&heap->lock);
+    current_release_empty(heap);
+    if (heap->dirty_slices > PARK_DIRTY_SLICES)
+        heap_purge_dirty(heap);
+    heap->parked_at = os_now_ns();
+    pthread_mutex_unlock(&heap->lock);
+    heap_parked_push(heap);
+}
+
+bool heap_thread_exit(struct heap *heap)
+{
+    if (heap == NULL || heap == &heap_empty)
+        return false;
+    thread_heap = &heap_empty;
+    bool park = strata_options.purge_delay_ns != 0 &&
+                strata_options.background_purge != BACKGROUND_PURGE_NEVER;
+    if (park)
+        heap_park(heap);
+    else
+        heap_abandon(heap);
+    counters_thread_end();
+    if (park) /* the purger retires it if no thread comes for it */
+        purger_ask();
+    return park;
+}
+
+void heap_retire_parked(bool all)
+{
+    unsigned count;
+    struct heap *retired = heap_parked_take(all, os_now_ns(), &count);
+    while (retired != NULL) {
+        struct heap *next = retired->next_free;
+        heap_abandon(retired);
+        retired = next;
+    }
+    heap_parked_retired(count, all);
+}
+
+void heap_trim_own(void)
+{
+    struct heap *heap = thread_heap;
+    if (heap == &heap_empty)
+        return;
+    bins_flush_all(heap);
+    heap_collect_remote(heap);
+    pthread_mutex_lock(&heap->lock);
+    current_release_empty(heap);
+    heap_purge_dirty(heap);
+    pthread_mutex_unlock(&heap->lock);
+}

@@ -1,0 +1,161 @@
+/* pages.c: a heap's pages of small blocks, and its medium blocks. Each
+ * class has a current page, which the bins refill from, and a list of the
+ * other pages with free blocks (available); a block freed back to its page
+ * (by a bin's flush, or collected from the remote list) may list the page
+ * again or, the page emptied, give it back to its segment. Medium blocks
+ * (layout.h, CLASS_MEDIUM) are pages of their own, taken from the heap's
+ * segments and given back to them. All of it is the owner's alone but the
+ * segments, which it touches under the heap's lock.
+ * Invariants (heap_check): a page in use is its class's current page, or
+ * listed on its class's available list with a free block, or full: no free
+ * block and every block carved; its free list holds capacity - used
+ * blocks; a page whose last block comes back is released, unless current. */
+#include <pthread.h>
+#include <string.h>
+
+#include "heap_private.h"
+
+static void list_push(struct heap *heap, struct page *page)
+{
+    strata_assert(!page->listed && page->in_use && page->free != NULL);
+    struct page **head = &heap->available[page->class_index];
+    page->prev = NULL;
+    page->next = *head;
+    if (*head)
+        (*head)->prev = page;
+    *head = page;
+    page->listed = 1;
+}
+
+/* An emptied page goes back to its segment, and the purge policy runs. */
+static STRATA_NOINLINE void page_give_back(struct heap *heap, struct page *page)
+{
+    pthread_mutex_lock(&heap->lock);
+    page_release(heap, page);
+    heap_maybe_purge(heap);
+    pthread_mutex_unlock(&heap->lock);
+}
+
+void page_free_block(struct heap *heap, struct page *page, struct block *block)
+{
+    if (unlikely(!page->in_use))
+        report_fatal("free of a block that is not allocated", block);
+    if (unlikely(page->class_index == CLASS_MEDIUM)) { /* its one block */
+        strata_assert_cmp(page->used, ==, 1);
+        counter_set(&page->used, 0);
+        page_give_back(heap, page);
+        return;
+    }
+    strata_assert_cmp(page->used, >, 0);
+    struct block *head = page->free;
+    if (unlikely(head == block))
+        report_fatal("double free", block);
+    block_set_next(block, head);
+    page->free = block;
+    counter_set(&page->used, page->used - 1); /* the caller accounts the bytes (counters_bytes_out), in batches */
+    if (likely(head != NULL && page->used != 0))
+        return;
+    if (page == heap->current[page->class_index])
+        return;
+    if (page->used == 0) {
+        if (page->listed)
+            list_remove(heap, page);
+        page_give_back(heap, page);
+    } else if (!page->listed) {
+        list_push(heap, page);
+    }
+}
+
+/* An adopted segment's pages join the heap: each with free blocks (carved
+ * further if need be) on its class's list, the full ones where they are. A
+ * walk of its free lists, once per adoption. */
+static void heap_adopt_pages(struct heap *heap, struct segment *segment)
+{
+    for (unsigned i = 1; i < SLICES_PER_SEGMENT; i++) {
+        struct page *page = &segment->pages[i];
+        if (!page->in_use)
+            continue;
+        strata_assert(!page->listed && page->used > 0);
+        if (page->free == NULL)
+            page_extend(page);
+        if (page->free != NULL)
+            list_push(heap, page);
+    }
+}
+
+/* A page of the class for current[class] (heap lock held): from the heap's
+ * free slices, then from segments of exited threads, adopted, and only then
+ * from a new segment. NULL when a listed page (of an adopted segment) is to
+ * be used instead, or when no memory is to be had. */
+static struct page *page_for_class(struct heap *heap, unsigned class_index)
+{
+    struct page *page = page_new(heap, class_index, false);
+    while (page == NULL) {
+        struct segment *adopted = abandoned_adopt(heap);
+        if (adopted == NULL)
+            return page_new(heap, class_index, true);
+        heap_adopt_pages(heap, adopted);
+        if (heap->available[class_index] != NULL)
+            return NULL;
+        page = page_new(heap, class_index, false);
+    }
+    return page;
+}
+
+bool heap_current_from_segments(struct heap *heap, unsigned class_index)
+{
+    pthread_mutex_lock(&heap->lock);
+    heap_maybe_purge(heap);
+    struct page *page = page_for_class(heap, class_index);
+    pthread_mutex_unlock(&heap->lock);
+    if (page != NULL) {
+        strata_assert(page->class_index == class_index && page->in_use && page->capacity == 0);
+        page_extend(page);
+    } else {
+        page = heap->available[class_index];
+        if (page == NULL)
+            return false;
+        list_remove(heap, page);
+    }
+    strata_assert(page->free != NULL && page->class_index == class_index);
+    heap->current[class_index] = page;
+    return true;
+}
+
+/* ---- medium blocks (layout.h, CLASS_MEDIUM) ------------------------------ */
+void *heap_medium_alloc(struct heap *heap, size_t size, bool zero)
+{
+    pthread_mutex_lock(&heap->lock);
+    heap_maybe_purge(heap);
+    struct page *page = page_new_medium(heap, size);
+    pthread_mutex_unlock(&heap->lock);
+    if (page == NULL)
+        return NULL;
+    counters_bytes_out((long)page->block_size);
+    /* The slices may hold an old block's free-block words (resident ones, or
+     * purged ones whose purge failed), which a free would take for a double
+     * free: they are cleared as block_take clears a small block's, and a
+     * zeroed block is always written. */
+    if (zero)
+        memset(page->start, 0, size);
+    else
+        block_take((struct block *)page->start);
+    return page->start;
+}
+
+bool heap_medium_grow(void *block, size_t size)
+{
+    struct heap *heap = thread_heap;
+    struct segment *segment = segment_of(block);
+    struct page *page = page_of(segment, block);
+    if (atomic_load_explicit(&segment->owner, memory_order_relaxed) != heap->owner_word ||
+        page->class_index != CLASS_MEDIUM || size > MEDIUM_MAX)
+        return false;
+    size_t old_size = page->block_size;
+    pthread_mutex_lock(&heap->lock);
+    bool grown = page_grow_medium(heap, page, size);
+    pthread_mutex_unlock(&heap->lock);
+    if (grown)
+        counters_bytes_out((long)page->block_size - (long)old_size);
+    return grown;
+}
