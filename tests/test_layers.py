@@ -52,6 +52,17 @@ INCLUDE_RULES = {
 }
 # Headers no file in src/ may include.
 FORBIDDEN_HEADERS = ["internal.h"]
+# A header private to a group of files lists them, bottom to top, in its
+# opening comment (lines " *   name.c  what it holds"): only they may
+# include it, they are one layer's, and each uses only the ones before it.
+PRIVATE_HEADERS = ["heap_private.h"]
+PRIVATE_LINE = re.compile(r"^ \*   ([a-z_]+\.c)  ")
+
+
+def private_group(header):
+    """The files a private header names as its group, bottom to top."""
+    with open(os.path.join(SRC, header), encoding="utf-8") as f:
+        return [m.group(1) for m in map(PRIVATE_LINE.match, f) if m]
 
 BUILD = os.environ.get("BUILD", "build")
 # The folders of objects under $BUILD, each checked in turn: the default
@@ -205,6 +216,20 @@ def layer_table():
     return layer_of, bool(bad_pairs)
 
 
+def check_private_order(folder, layer_of):
+    """Each private header's group is in one layer and calls down its list."""
+    arrows = read_graph(sorted(glob.glob(os.path.join(BUILD, folder, "*.o"))))
+    for header in PRIVATE_HEADERS:
+        group = [name[:-2] for name in private_group(header)]
+        layers = {layer_of.get(name) for name in group}
+        check(len(group) >= 2 and len(layers) == 1 and None not in layers,
+              "%s: %s names files of one layer" % (folder, header), ["%s: layer %s" % (n, layer_of.get(n)) for n in group])
+        upward = ["%s.o -> %s.o (%s), listed after it" % (a, b, symbols_text(arrows[a][b]))
+                  for i, a in enumerate(group) if a in arrows
+                  for b in group[i + 1:] if b in arrows[a]]
+        check(not upward, "%s: each file of %s uses only the ones listed before it" % (folder, header), upward)
+
+
 def check_objects(folder, layer_of, bad_pairs):
     """The layering of the objects in $BUILD/folder; prints their graph."""
     objects = sorted(glob.glob(os.path.join(BUILD, folder, "*.o")))
@@ -254,6 +279,7 @@ def main():
     layer_of, bad_pairs = layer_table()
     for folder in OBJ_DIRS:
         check_objects(folder, layer_of, bad_pairs)
+        check_private_order(folder, layer_of)
 
     sources = sorted(glob.glob(os.path.join(SRC, "*.c")) + glob.glob(os.path.join(SRC, "*.h")))
     for name, allowed in sorted(INCLUDE_RULES.items()):
@@ -262,6 +288,12 @@ def main():
             extra = sorted(set(includes(path)) - set(allowed))
             check(not extra, "src/%s includes only %s" % (name, ", ".join(allowed)),
                   ["src/%s includes %s" % (name, h) for h in extra])
+    for header in PRIVATE_HEADERS:
+        group = set(private_group(header))
+        users = {os.path.basename(p) for p in sources if header in includes(p)}
+        check(users == group, "src/%s is included by exactly the files it names" % header,
+              ["includes it, not named: %s" % sorted(users - group),
+               "named, does not include it: %s" % sorted(group - users)])
     for header in FORBIDDEN_HEADERS:
         users = [os.path.basename(p) for p in sources if header in includes(p)]
         check(not users, "no file in src/ includes %s" % header,
