@@ -67,20 +67,20 @@ static void *run_worker(void *arg)
 
 int main(int argc, char **argv)
 {
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "-t") == 0)
-            thread_count = atoi(argv[i + 1]);
-        else if (strcmp(argv[i], "-n") == 0)
-            total_blocks = (size_t)atol(argv[i + 1]);
-        else if (strcmp(argv[i], "-r") == 0)
-            total_replacements = atol(argv[i + 1]);
-        else if (strcmp(argv[i], "-w") == 0)
-            write_ends_only = strcmp(argv[i + 1], "ends") == 0 ? 1 : strcmp(argv[i + 1], "pages") == 0 ? 0 : -1;
-    }
-    if (thread_count < 1 || total_blocks < (size_t)thread_count || write_ends_only < 0) {
-        fprintf(stderr, "usage: threads [-t threads] [-n blocks] [-r replacements] [-w pages|ends]\n");
-        return 2;
-    }
+    const char *written = "pages";
+    const struct bench_flag flags[] = {
+        BENCH_INT_FLAG("-t", "threads", &thread_count, 1, "threads sharing the blocks (default 1)"),
+        BENCH_SIZE_FLAG("-n", "blocks", &total_blocks, 1, "blocks live at once, split over the threads (default 16000)"),
+        BENCH_LONG_FLAG("-r", "replacements", &total_replacements, 0,
+                        "blocks freed and allocated again, over all threads (default 4000000)"),
+        BENCH_STRING_FLAG("-w", "pages|ends", &written,
+                          "write one byte a page of each block, or only its two ends (default pages)"),
+    };
+    const struct bench_command_line command_line = {"threads", NULL, 0, NULL, flags, BENCH_FLAG_COUNT(flags)};
+    bench_parse_command_line(&command_line, argc, argv);
+    write_ends_only = bench_choice(&command_line, "-w", written, "pages|ends");
+    if (total_blocks < (size_t)thread_count)
+        bench_usage_error(&command_line, "-n %zu: fewer blocks than threads (-t %d)", total_blocks, thread_count);
     struct worker *workers = calloc((size_t)thread_count, sizeof *workers);
     double start = bench_now();
     for (int t = 0; t < thread_count; t++) {
