@@ -172,29 +172,22 @@ static void command_of(size_t kind, long rounds)
 #define KIND_COUNT (sizeof kinds / sizeof kinds[0])
 #define SLICES 10
 
-/* The kind called `name`, or NULL after saying it is unknown. */
+/* The kind called `name`, or NULL. */
 static const struct kind *find_kind(const char *name)
 {
     for (size_t i = 0; i < KIND_COUNT; i++)
         if (strcmp(kinds[i].name, name) == 0)
             return &kinds[i];
-    fprintf(stderr, "unknown kind %s\n", name);
     return NULL;
 }
 
-/* The command loop for each kind named in `list` (comma-separated); several
- * kinds take turns in ten slices, so that this machine's slow spells fall on
- * all of them alike. */
-static int command(char *list, long rounds)
+/* The command loop for each of the `count` kinds chosen (indices into
+ * kinds); several kinds take turns in ten slices, so that this machine's
+ * slow spells fall on all of them alike. */
+static void command(const size_t *chosen, size_t count, long rounds)
 {
-    size_t chosen[KIND_COUNT], count = 0;
-    for (char *name = strtok(list, ","); name != NULL && count < KIND_COUNT; name = strtok(NULL, ",")) {
-        const struct kind *k = find_kind(name);
-        if (k == NULL)
-            return 2;
-        k->setup();
-        chosen[count++] = (size_t)(k - kinds);
-    }
+    for (size_t c = 0; c < count; c++)
+        kinds[chosen[c]].setup();
     for (size_t i = 0; i < SIZES; i++)
         command_sizes[i] = (unsigned short)(8 + bench_random(&rng) % 193);
     double seconds[KIND_COUNT] = {0};
@@ -207,7 +200,6 @@ static int command(char *list, long rounds)
     for (size_t c = 0; c < count; c++)
         printf("kind=%s allocs_per_sec=%.0f\n", kinds[chosen[c]].name,
                200.0 * (double)(rounds / SLICES * SLICES) / seconds[c]);
-    return 0;
 }
 
 static void spike(const struct kind *k, size_t mb)
@@ -253,48 +245,62 @@ static void string(const struct kind *k, size_t max, int repeats)
     free(times);
 }
 
+enum test { TEST_COMMAND, TEST_SPIKE, TEST_STRING, TEST_KINDS };
+
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        fprintf(stderr, "usage: arena command|spike|string|kinds [-k kind] [-n rounds] [-m bytes]\n");
-        return 2;
-    }
-    const char *kind = "strata";
+    const char *kind_list = "strata";
     long rounds = 20000;
     size_t max = 225000, mb = 256;
     int repeats = 11;
-    for (int i = 2; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "-k") == 0)
-            kind = argv[i + 1];
-        else if (strcmp(argv[i], "-n") == 0)
-            rounds = atol(argv[i + 1]);
-        else if (strcmp(argv[i], "-m") == 0)
-            max = (size_t)atol(argv[i + 1]);
-        else if (strcmp(argv[i], "-w") == 0)
-            mb = (size_t)atol(argv[i + 1]);
-        else if (strcmp(argv[i], "-r") == 0)
-            repeats = atoi(argv[i + 1]);
-    }
-    if (strcmp(argv[1], "kinds") == 0) {
+    const struct bench_flag flags[] = {
+        BENCH_STRING_FLAG("-k", "kind[,kind...]", &kind_list,
+                          "the allocator; command takes several, in turns (default strata)"),
+        BENCH_LONG_FLAG("-n", "rounds", &rounds, SLICES, "command: commands run by each kind (default 20000)"),
+        BENCH_SIZE_FLAG("-m", "bytes", &max, 10, "string: the string's final length (default 225000)"),
+        BENCH_SIZE_FLAG("-w", "mb", &mb, 1, "spike: MB allocated in 100-byte pieces (default 256)"),
+        BENCH_INT_FLAG("-r", "repeats", &repeats, 1, "string: strings grown; the median time is printed (default 11)"),
+    };
+    const struct bench_command_line command_line = {
+        "arena", "command|spike|string|kinds", 0,
+        "command: allocations per second of commands (mark, 200 allocations, release)\n"
+        "spike: resident MB before, at the peak of and after a spike of 100-byte pieces\n"
+        "string: median ms to grow the newest block 10 bytes at a time\n"
+        "kinds: list the kinds this build measures, one kind=NAME line each",
+        flags, BENCH_FLAG_COUNT(flags)};
+    int operands = bench_parse_command_line(&command_line, argc, argv);
+    if (operands == 0)
+        bench_usage_error(&command_line, "no test named");
+    if (operands > 1)
+        bench_usage_error(&command_line, "unexpected word %s", argv[2]);
+    enum test test = (enum test)bench_choice(&command_line, "test", argv[1], "command|spike|string|kinds");
+    if (test == TEST_KINDS) {
         for (size_t i = 0; i < KIND_COUNT; i++)
             printf("kind=%s\n", kinds[i].name);
         return 0;
     }
-    if (strcmp(argv[1], "command") == 0) {
-        char list[256];
-        snprintf(list, sizeof list, "%s", kind);
-        if (command(list, rounds) != 0)
-            return 2;
-    } else {
-        const struct kind *k = find_kind(kind);
+    char list[256];
+    if (strlen(kind_list) >= sizeof list)
+        bench_usage_error(&command_line, "-k %s: longer than %zu characters", kind_list, sizeof list - 1);
+    snprintf(list, sizeof list, "%s", kind_list);
+    size_t chosen[KIND_COUNT], count = 0;
+    for (char *name = strtok(list, ","); name != NULL; name = strtok(NULL, ",")) {
+        const struct kind *k = find_kind(name);
         if (k == NULL)
-            return 2;
-        if (strcmp(argv[1], "spike") == 0)
-            spike(k, mb);
-        else if (strcmp(argv[1], "string") == 0)
-            string(k, max, repeats);
-        else
-            return 2;
+            bench_usage_error(&command_line, "-k: unknown kind %s (arena kinds lists them)", name);
+        if (count == KIND_COUNT)
+            bench_usage_error(&command_line, "-k %s: more kinds than the %zu there are", kind_list, KIND_COUNT);
+        chosen[count++] = (size_t)(k - kinds);
     }
+    if (count == 0)
+        bench_usage_error(&command_line, "-k %s: names no kind", kind_list);
+    if (test != TEST_COMMAND && count > 1)
+        bench_usage_error(&command_line, "-k %s: %s measures one kind at a time", kind_list, argv[1]);
+    if (test == TEST_COMMAND)
+        command(chosen, count, rounds);
+    else if (test == TEST_SPIKE)
+        spike(&kinds[chosen[0]], mb);
+    else
+        string(&kinds[chosen[0]], max, repeats);
     return sink == 42 ? 3 : 0; /* keeps the writes alive */
 }

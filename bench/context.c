@@ -165,32 +165,42 @@ static const struct entry *find_kind(const char *name)
 
 int main(int argc, char **argv)
 {
-    char list[256] = "strata-ctx";
+    const char *kind_list = "strata-ctx";
     double seconds = 0.5;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "-k") == 0)
-            snprintf(list, sizeof list, "%s", argv[i + 1]);
-        else if (strcmp(argv[i], "-t") == 0)
-            seconds = atof(argv[i + 1]);
-    }
-    if (argc >= 2 && strcmp(argv[1], "kinds") == 0) {
+    const struct bench_flag flags[] = {
+        BENCH_STRING_FLAG("-k", "kind[,kind...]", &kind_list,
+                          "the kinds to measure, taking turns in slices (default strata-ctx)"),
+        BENCH_DOUBLE_FLAG("-t", "seconds", &seconds, 0, "time for each kind's speed and reclaim loops (default 0.5)"),
+    };
+    const struct bench_command_line command_line = {
+        "context", "[kinds]", 0, "kinds: list the kinds this build measures, one kind=NAME line each, and exit",
+        flags, BENCH_FLAG_COUNT(flags)};
+    int operands = bench_parse_command_line(&command_line, argc, argv);
+    if (operands > 1)
+        bench_usage_error(&command_line, "unexpected word %s", argv[2]);
+    if (operands == 1) {
+        if (strcmp(argv[1], "kinds") != 0)
+            bench_usage_error(&command_line, "unexpected word %s", argv[1]);
         for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
             printf("kind=%s\n", kinds[i].kind.name);
         return 0;
     }
+    char list[256];
+    if (strlen(kind_list) >= sizeof list)
+        bench_usage_error(&command_line, "-k %s: longer than %zu characters", kind_list, sizeof list - 1);
+    snprintf(list, sizeof list, "%s", kind_list);
     /* Several kinds (-k a,b) take turns in slices of a tenth of the time,
      * so a change in the machine's speed falls on all of them alike. */
     struct meter meters[MAX_KINDS];
     size_t count = 0;
     for (char *name = strtok(list, ","); name != NULL && count < MAX_KINDS; name = strtok(NULL, ",")) {
         const struct entry *e = find_kind(name);
-        if (e == NULL) {
-            fprintf(stderr, "usage: context [kinds] [-k kind[,kind...]] [-t seconds]; unknown kind %s\n",
-                    name);
-            return 2;
-        }
+        if (e == NULL)
+            bench_usage_error(&command_line, "-k: unknown kind %s (context kinds lists them)", name);
         meters[count++] = (struct meter){e, e->kind.setup(), e->reclaim_setup(), 0, 0, 0, 0};
     }
+    if (count == 0)
+        bench_usage_error(&command_line, "-k %s: names no kind", kind_list);
     for (size_t k = 0; k < count; k++) { /* warm the caches and pools */
         double ops = 0, elapsed = 0;
         run_slice(meters[k].entry->kind.round, meters[k].speed_context, 3.0, 0.0, &ops, &elapsed);

@@ -77,16 +77,15 @@ int main(int argc, char **argv)
 {
     int pairs = 1;
     long total = 2000000;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "-p") == 0)
-            pairs = atoi(argv[i + 1]);
-        else if (strcmp(argv[i], "-n") == 0)
-            total = atol(argv[i + 1]);
-    }
-    if (pairs < 1 || total < (long)pairs * BATCH) {
-        fprintf(stderr, "usage: crossthread [-p pairs] [-n blocks]\n");
-        return 2;
-    }
+    const struct bench_flag flags[] = {
+        BENCH_INT_FLAG("-p", "pairs", &pairs, 1, "producer/consumer pairs, two threads each (default 1)"),
+        BENCH_LONG_FLAG("-n", "blocks", &total, BATCH,
+                        "blocks over all pairs, at least 256 a pair, in whole batches of 256 (default 2000000)"),
+    };
+    const struct bench_command_line command_line = {"crossthread", NULL, 0, NULL, flags, BENCH_FLAG_COUNT(flags)};
+    bench_parse_command_line(&command_line, argc, argv);
+    if (total < (long)pairs * BATCH)
+        bench_usage_error(&command_line, "-n %ld: fewer than %d blocks a pair (-p %d)", total, BATCH, pairs);
     struct pair *all = calloc((size_t)pairs, sizeof *all);
     double start = bench_now();
     for (int i = 0; i < pairs; i++) {

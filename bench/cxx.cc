@@ -6,7 +6,6 @@
 // which calls malloc. Prints one line of fields for the run.
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <map>
 #include <memory>
 #include <string>
@@ -65,20 +64,15 @@ int main(int argc, char **argv)
 {
     const char *what = "objects";
     long rounds = 16000000;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "-c") == 0)
-            what = argv[i + 1];
-        else if (strcmp(argv[i], "-n") == 0)
-            rounds = atol(argv[i + 1]);
-    }
-    unsigned long (*run)(long) = strcmp(what, "objects") == 0 ? objects
-                                 : strcmp(what, "map") == 0   ? map
-                                 : strcmp(what, "strings") == 0 ? strings
-                                                                : nullptr;
-    if (run == nullptr || rounds <= 0) {
-        fprintf(stderr, "usage: cxx [-c objects|map|strings] [-n rounds]\n");
-        return 2;
-    }
+    const struct bench_flag flags[] = {
+        BENCH_STRING_FLAG("-c", "objects|map|strings", &what, "the case to run (default objects)"),
+        BENCH_LONG_FLAG("-n", "rounds", &rounds, 1,
+                        "objects replaced, map entries or strings made, all told (default 16000000)"),
+    };
+    const struct bench_command_line command_line = {"cxx", nullptr, 0, nullptr, flags, BENCH_FLAG_COUNT(flags)};
+    bench_parse_command_line(&command_line, argc, argv);
+    unsigned long (*const cases[])(long) = {objects, map, strings};
+    unsigned long (*run)(long) = cases[bench_choice(&command_line, "-c", what, "objects|map|strings")];
     double start = bench_now();
     unsigned long checksum = run(rounds);
     double ms = (bench_now() - start) * 1000.0;

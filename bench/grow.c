@@ -14,18 +14,15 @@ int main(int argc, char **argv)
 {
     size_t max = 225000, step = 10;
     int repeats = 20;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "-m") == 0)
-            max = (size_t)atol(argv[i + 1]);
-        else if (strcmp(argv[i], "-s") == 0)
-            step = (size_t)atol(argv[i + 1]);
-        else if (strcmp(argv[i], "-r") == 0)
-            repeats = atoi(argv[i + 1]);
-    }
-    if (step == 0 || max < step || repeats < 1) {
-        fprintf(stderr, "usage: grow [-m max_bytes] [-s step] [-r repeats]\n");
-        return 2;
-    }
+    const struct bench_flag flags[] = {
+        BENCH_SIZE_FLAG("-m", "max_bytes", &max, 1, "the string's final length (default 225000)"),
+        BENCH_SIZE_FLAG("-s", "step", &step, 1, "bytes appended at a time (default 10)"),
+        BENCH_INT_FLAG("-r", "repeats", &repeats, 1, "strings grown; the median time is printed (default 20)"),
+    };
+    const struct bench_command_line command_line = {"grow", NULL, 0, NULL, flags, BENCH_FLAG_COUNT(flags)};
+    bench_parse_command_line(&command_line, argc, argv);
+    if (max < step)
+        bench_usage_error(&command_line, "-m %zu: shorter than one step (-s %zu)", max, step);
     unsigned long checksum = 0;
     double *times = malloc((size_t)repeats * sizeof *times);
     for (int r = 0; r < repeats; r++) {

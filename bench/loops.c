@@ -44,16 +44,12 @@ static void *run_worker(void *arg)
 int main(int argc, char **argv)
 {
     int threads = 1;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "-t") == 0)
-            threads = atoi(argv[i + 1]);
-        else if (strcmp(argv[i], "-n") == 0)
-            steps_per_thread = atol(argv[i + 1]);
-    }
-    if (threads < 1 || steps_per_thread < 1) {
-        fprintf(stderr, "usage: loops [-t threads] [-n steps a thread]\n");
-        return 2;
-    }
+    const struct bench_flag flags[] = {
+        BENCH_INT_FLAG("-t", "threads", &threads, 1, "threads, each running its own loop (default 1)"),
+        BENCH_LONG_FLAG("-n", "steps", &steps_per_thread, 1, "a free and an allocation each, a thread (default 20000000)"),
+    };
+    const struct bench_command_line command_line = {"loops", NULL, 0, NULL, flags, BENCH_FLAG_COUNT(flags)};
+    bench_parse_command_line(&command_line, argc, argv);
     struct worker *workers = calloc((size_t)threads, sizeof *workers);
     double start = bench_now();
     for (int t = 0; t < threads; t++) {

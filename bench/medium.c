@@ -23,17 +23,14 @@ int main(int argc, char **argv)
 {
     const char *mode = "medium";
     long steps = 0;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "-m") == 0)
-            mode = argv[i + 1];
-        else if (strcmp(argv[i], "-n") == 0)
-            steps = atol(argv[i + 1]);
-    }
-    int big = strcmp(mode, "big") == 0;
-    if ((!big && strcmp(mode, "medium") != 0) || steps < 0) {
-        fprintf(stderr, "usage: medium [-m medium|big] [-n steps]\n");
-        return 2;
-    }
+    const struct bench_flag flags[] = {
+        BENCH_STRING_FLAG("-m", "medium|big", &mode,
+                          "4 live blocks of 128 KiB..4 MiB, or 20 of 5..25 MiB (default medium)"),
+        BENCH_LONG_FLAG("-n", "steps", &steps, 0, "blocks replaced; 0: 20000 for medium, 2000 for big (default 0)"),
+    };
+    const struct bench_command_line command_line = {"medium", NULL, 0, NULL, flags, BENCH_FLAG_COUNT(flags)};
+    bench_parse_command_line(&command_line, argc, argv);
+    int big = bench_choice(&command_line, "-m", mode, "medium|big") == 1;
     if (steps == 0)
         steps = big ? 2000 : 20000;
     size_t live = big ? 20 : 4;

@@ -81,17 +81,17 @@ static double resident_at(double ms)
 int main(int argc, char **argv)
 {
     size_t working_mb = 500;
-    int print_samples = 1;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "-w") == 0 && i + 1 < argc)
-            working_mb = (size_t)atol(argv[++i]);
-        else if (strcmp(argv[i], "-q") == 0)
-            print_samples = 0;
-    }
+    int quiet = 0;
+    const struct bench_flag flags[] = {
+        BENCH_SIZE_FLAG("-w", "working_set_mb", &working_mb, 1, "MB of small blocks allocated, held and freed (default 500)"),
+        BENCH_SWITCH_FLAG("-q", &quiet, "print the summary line only, not the samples"),
+    };
+    const struct bench_command_line command_line = {"memtime", NULL, 0, NULL, flags, BENCH_FLAG_COUNT(flags)};
+    bench_parse_command_line(&command_line, argc, argv);
     int fd = open("/proc/self/statm", O_RDONLY);
-    if (fd < 0 || working_mb == 0) {
-        fprintf(stderr, "usage: memtime [-w working_set_mb] [-q]\n");
-        return 2;
+    if (fd < 0) {
+        perror("memtime: /proc/self/statm");
+        return 1;
     }
     unsigned long long rng = 12345;
     origin = bench_now();
@@ -137,7 +137,7 @@ int main(int argc, char **argv)
            "end_rss_mb=%.1f burst_ms=%.0f free_ms=%.0f free_loop_ms=%.0f settle_ms=%.0f\n",
            working_mb, start_mb, peak_mb, resident_at(free_ms + 100), end_mb, burst_ms, free_ms,
            freed_ms - free_ms, settle_ms);
-    if (print_samples)
+    if (!quiet)
         for (int i = 0; i < atomic_load(&sample_count); i++)
             printf("t_ms=%.1f rss_mb=%.1f\n", sample_ms[i], sample_mb[i]);
     close(fd);

@@ -8,13 +8,20 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common.h"
+
 int main(int argc, char **argv)
 {
+    /* No flags of its own: everything from the command on is the
+     * command's, and -h or a mistyped flag before it is caught. */
+    const struct bench_command_line command_line = {
+        "peakrss", "command [args...]", 1,
+        "runs the command; writes its peak resident kB to the file named by PEAKRSS_OUT", NULL, 0};
+    if (bench_parse_command_line(&command_line, argc, argv) == 0)
+        bench_usage_error(&command_line, "no command to run");
     const char *out = getenv("PEAKRSS_OUT");
-    if (argc < 2 || out == NULL) {
-        fprintf(stderr, "usage: PEAKRSS_OUT=file peakrss command [args...]\n");
-        return 2;
-    }
+    if (out == NULL)
+        bench_usage_error(&command_line, "PEAKRSS_OUT names no file");
     pid_t pid = fork();
     if (pid == 0) {
         execvp(argv[1], argv + 1);

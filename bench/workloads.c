@@ -79,12 +79,14 @@ int main(int argc, char **argv)
 {
     const char *mode = "server";
     long rounds = 0;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "-m") == 0)
-            mode = argv[i + 1];
-        else if (strcmp(argv[i], "-n") == 0)
-            rounds = atol(argv[i + 1]);
-    }
+    const struct bench_flag flags[] = {
+        BENCH_STRING_FLAG("-m", "server|churn|leak", &mode, "the program shape (default server)"),
+        BENCH_LONG_FLAG("-n", "rounds", &rounds, 0,
+                        "generations (server, churn) or allocations (leak); 0: 20, 200 or 4000000 (default 0)"),
+    };
+    const struct bench_command_line command_line = {"workloads", NULL, 0, NULL, flags, BENCH_FLAG_COUNT(flags)};
+    bench_parse_command_line(&command_line, argc, argv);
+    bench_choice(&command_line, "-m", mode, "server|churn|leak");
     double start = bench_now();
     double ops = 0;
     if (strcmp(mode, "server") == 0) {
@@ -136,7 +138,7 @@ int main(int argc, char **argv)
             for (int t = 0; t < CHURN_THREADS; t++)
                 free(lists[k][t]);
         ops = 2.0 * (double)rounds * CHURN_THREADS * CHURN_BLOCKS;
-    } else if (strcmp(mode, "leak") == 0) {
+    } else { /* leak: bench_choice let no other mode through */
         if (rounds <= 0)
             rounds = 4000000; /* allocations */
         unsigned long long rng = 3;
@@ -156,9 +158,6 @@ int main(int argc, char **argv)
         ops = 2.0 * (double)rounds;
         if (leaked == 0)
             return 1;
-    } else {
-        fprintf(stderr, "usage: workloads [-m server|churn|leak] [-n rounds]\n");
-        return 2;
     }
     double seconds = bench_now() - start;
     struct bench_memory peak = bench_peak_memory();
