@@ -1,12 +1,91 @@
 #!/bin/sh
-# tests/test_bench.sh: a smoke run of the whole benchmark suite (tiny sizes,
-# one run) into a temporary folder; checks every table and file appears.
+# tests/test_bench.sh: every benchmark program's command line (-h, and a
+# mistyped flag or value refused with the usage), then a smoke run of the
+# whole benchmark suite (tiny sizes, one run) into a temporary folder;
+# checks every table and file appears.
 BUILD=${BUILD:-build}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 pass=0
 fail=0
 check() { if eval "$1"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $2"; fi; }
+
+# Each benchmark program's command line (bench/common.h's parser): a
+# program, one of its numeric flags, then every flag its usage must name.
+# A mistyped flag or value is refused with the usage and exit status 2
+# before anything is measured (timeout: a program that ran instead would
+# measure at full size).
+programs='threads -t -t -n -r -w
+loops -t -t -n
+crossthread -p -p -n
+medium -n -m -n
+workloads -n -m -n
+grow -m -m -s -r
+cxx -n -c -n
+memtime -w -w -q
+arena -w -k -n -m -w -r
+context -t -k -t
+peakrss'
+# run_program NAME ARGS...: its stdout, stderr and exit status into $out/run.*
+run_program() {
+    name=$1
+    shift
+    timeout 60 "$BUILD/bench/$name" "$@" < /dev/null > "$out/run.stdout" 2> "$out/run.stderr"
+    echo $? > "$out/run.status"
+}
+status() { cat "$out/run.status"; }
+for built in "$BUILD"/bench/*; do
+    name=$(basename "$built")
+    check 'echo "$programs" | grep -q "^$name\( \|$\)"' "bench/$name has a line in test_bench.sh's table of programs"
+done
+echo "$programs" > "$out/programs"
+while read -r name numeric flags; do
+    check '[ -x "$BUILD/bench/$name" ]' "$BUILD/bench/$name is built"
+    [ -x "$BUILD/bench/$name" ] || continue
+    run_program "$name" -h
+    check '[ "$(status)" -eq 0 ] && head -n 1 "$out/run.stdout" | grep -q "^usage: $name " && [ ! -s "$out/run.stderr" ]' \
+        "$name -h: the usage on stdout, exit 0"
+    for flag in $flags; do
+        check 'grep -Eq -- "^  $flag( |\$)" "$out/run.stdout"' "$name -h names $flag"
+    done
+    run_program "$name" -x
+    check '[ "$(status)" -eq 2 ] && grep -q "^$name: unknown flag -x$" "$out/run.stderr" && grep -q "^usage: $name " "$out/run.stderr" && [ ! -s "$out/run.stdout" ]' \
+        "$name -x: unknown flag, the usage on stderr, exit 2"
+    [ -n "$numeric" ] || continue
+    run_program "$name" "$numeric"
+    check '[ "$(status)" -eq 2 ] && grep -q "^$name: $numeric needs a value" "$out/run.stderr" && grep -q "^usage: $name " "$out/run.stderr"' \
+        "$name $numeric (no value): refused, exit 2"
+    run_program "$name" "$numeric" abc
+    check '[ "$(status)" -eq 2 ] && grep -q "^$name: $numeric abc: not a" "$out/run.stderr"' "$name $numeric abc: not a number, exit 2"
+    run_program "$name" "$numeric" 5x
+    check '[ "$(status)" -eq 2 ] && grep -q "^$name: $numeric 5x: not a" "$out/run.stderr"' "$name $numeric 5x: not a number, exit 2"
+    run_program "$name" "$numeric" -1
+    check '[ "$(status)" -eq 2 ] && grep -q "^$name: $numeric -1: less than" "$out/run.stderr"' "$name $numeric -1: below its least, exit 2"
+done < "$out/programs"
+# The words besides the flags are checked too.
+run_program arena
+check '[ "$(status)" -eq 2 ] && grep -q "^arena: no test named" "$out/run.stderr" && grep -q "^usage: arena " "$out/run.stderr"' \
+    "arena without a test: usage, exit 2"
+run_program arena sprint
+check '[ "$(status)" -eq 2 ] && grep -q "^arena: test sprint: not one of command|spike|string|kinds" "$out/run.stderr"' \
+    "arena sprint: unknown test, exit 2"
+run_program arena spike -k strata,nokind
+check '[ "$(status)" -eq 2 ] && grep -q "^arena: -k: unknown kind nokind" "$out/run.stderr"' "arena -k nokind: unknown kind, exit 2"
+run_program arena kinds
+check '[ "$(status)" -eq 0 ] && grep -q "^kind=strata$" "$out/run.stdout"' "arena kinds lists the kinds"
+run_program context kind
+check '[ "$(status)" -eq 2 ] && grep -q "^context: unexpected word kind$" "$out/run.stderr"' "context kind: unexpected word, exit 2"
+run_program context -k strata-ctx,nokind
+check '[ "$(status)" -eq 2 ] && grep -q "^context: -k: unknown kind nokind" "$out/run.stderr"' "context -k nokind: unknown kind, exit 2"
+run_program threads -w middle
+check '[ "$(status)" -eq 2 ] && grep -q "^threads: -w middle: not one of pages|ends" "$out/run.stderr"' "threads -w middle: refused, exit 2"
+run_program peakrss
+check '[ "$(status)" -eq 2 ] && grep -q "^peakrss: no command to run" "$out/run.stderr" && grep -q "^usage: peakrss " "$out/run.stderr"' \
+    "peakrss without a command: usage, exit 2"
+# The command's own flags are the command's: peakrss stops at its first word.
+PEAKRSS_OUT="$out/peak" "$BUILD/bench/peakrss" sh -c 'echo ran "$0"' -x > "$out/run.stdout"
+check '[ $? -eq 0 ] && [ "$(cat "$out/run.stdout")" = "ran -x" ] && [ "$(cat "$out/peak")" -gt 0 ]' \
+    "peakrss passes the command its flags and writes the peak"
 
 status_before=$(git status --porcelain 2> /dev/null)
 python3 bench/run.py --build "$BUILD" --mode smoke --repeats 1 --out "$out" > "$out/stdout" 2> "$out/progress"
