@@ -30,6 +30,7 @@ static struct segment *abandoned_segments;
 #define HEADER_SLICES ((((uint64_t)1 << STATE_SLICES) << 1) - 1)
 #define ALL_DATA_SLICES (~HEADER_SLICES)
 
+/* ---- slices and the segment map ----------------------------------------- */
 static void map_set(struct segment *segment, uint8_t value)
 {
     atomic_store_explicit(&segment_map[(uintptr_t)segment >> SEGMENT_SHIFT], value,
@@ -59,6 +60,7 @@ static void slices_carved(struct page *page)
         segment->slices[k].carved_key = key;
 }
 
+/* ---- segment lists, new segments ---------------------------------------- */
 /* A segment list (a heap's, or the abandoned one), doubly linked. */
 static void segment_push(struct segment **head, struct segment *segment)
 {
@@ -116,6 +118,7 @@ static struct segment *segment_new(struct heap *heap)
     return segment;
 }
 
+/* ---- pages taken from runs of free slices ------------------------------- */
 static uint64_t runs_of(uint64_t mask, size_t length)
 {
     for (size_t i = 1; i < length; i++)
@@ -205,6 +208,7 @@ struct page *page_new(struct heap *heap, unsigned class_index, bool may_map)
     return page;
 }
 
+/* ---- medium pages ------------------------------------------------------- */
 /* The slices of a medium page for `size` bytes. */
 static size_t medium_slices(size_t size)
 {
@@ -245,6 +249,7 @@ bool page_grow_medium(struct heap *heap, struct page *page, size_t size)
     return true;
 }
 
+/* ---- carving blocks ----------------------------------------------------- */
 /* The secure flavour's carving: the `count` new blocks from `first` go on
  * the page's free list in a random order (Fisher-Yates), so that which
  * block comes next cannot be told from the last. */
@@ -303,6 +308,7 @@ bool page_extend(struct page *page)
     return true;
 }
 
+/* ---- pages and segments given back -------------------------------------- */
 /* A released page's slices point at the header's page slot, never in use, so
  * a stale free into them is reported even after a new page takes the first
  * slice; with no class and nothing carved, such a free leaves the inline path. */
@@ -385,6 +391,7 @@ void heap_release_empty_segments(struct heap *heap)
     }
 }
 
+/* ---- abandoned segments ------------------------------------------------- */
 /* Called by a heap whose thread exits: empty segments go back to the OS, the
  * others are left to the frees of other threads (abandoned_free_block). */
 void heap_segments_abandon(struct heap *heap)
@@ -495,6 +502,7 @@ void abandoned_for_each(void (*fn)(const struct segment *, void *), void *arg)
     pthread_mutex_unlock(&abandoned_lock);
 }
 
+/* ---- the segment cache, fork -------------------------------------------- */
 void segment_cache_release(void)
 {
     pthread_mutex_lock(&cache_lock);
