@@ -37,6 +37,7 @@ static size_t table_reserved; /* entries kept free for blocks being moved */
  * while the slot stays taken. Blocks are 64-aligned: the bit is free. */
 #define SLOT_MOVING ((uintptr_t)2)
 
+/* ---- the registry of live blocks ---------------------------------------- */
 static size_t slot_of(uintptr_t address, size_t capacity)
 {
     uint64_t h = (uint64_t)(address >> 12) * 0x9e3779b97f4a7c15u;
@@ -188,6 +189,7 @@ static void registry_move(uintptr_t from, uintptr_t to, size_t map_size, size_t 
     (void)inserted;
 }
 
+/* ---- block headers ------------------------------------------------------ */
 static size_t round_to_page(size_t size)
 {
     size_t page = os_page_size();
@@ -234,6 +236,7 @@ static struct large_header *quick_header(const void *p)
     return h->magic == large_magic(p) ? h : NULL;
 }
 
+/* ---- the mapping cache -------------------------------------------------- */
 /* Recently freed mappings, kept for reuse so that a program which frees and
  * allocates big buffers (or grows strings one after another) neither maps
  * nor faults them in again. Bounded in count, and in bytes by demand: 32 MiB,
@@ -355,6 +358,7 @@ static bool cache_put(char *base, size_t map_size, struct cached_mapping *evicte
     return true;
 }
 
+/* ---- mappings and placing a block in one -------------------------------- */
 /* The secure flavour's guard page after each mapping; 0 in the default. */
 static size_t guard_size(void)
 {
@@ -400,6 +404,7 @@ static bool stays(size_t usable, size_t asked, size_t size)
     return size <= usable && (size >= asked || size >= usable / 2);
 }
 
+/* ---- allocation and free ------------------------------------------------ */
 void *large_alloc(size_t size, size_t alignment, bool zero)
 {
     config_init();
@@ -529,6 +534,95 @@ size_t large_usable_size(const void *p)
     return size;
 }
 
+/* ---- realloc, in steps -------------------------------------------------- */
+/* The realloc of a block aligned above a page that must grow: a new block
+ * of that alignment, the contents copied (mremap keeps only page
+ * alignment). */
+static void *realloc_aligned_by_copy(void *p, size_t size, size_t alignment, size_t old_size, size_t offset)
+{
+    void *q = large_alloc(size + growth_headroom(size), alignment, false);
+    if (q == NULL)
+        return NULL;
+    memcpy(q, p, old_size - offset);
+    large_free(p);
+    return q;
+}
+
+/* Growing into a cached mapping that is already faulted in beats mremap
+ * plus a fault per new page; a growing block will use the room. The copy
+ * runs outside the lock; the block stays registered at p meanwhile.
+ * Returns the moved block; p itself when no cached mapping fits (nothing
+ * done); NULL with errno set when there is no room to register it. */
+static void *realloc_into_cached(void *p, size_t size, size_t exact, size_t old_size, size_t offset,
+                                 size_t alignment)
+{
+    size_t cached_size = 0;
+    pthread_mutex_lock(&large_lock);
+    char *cached = cache_take(exact, 16 * exact, &cached_size);
+    bool reserved = cached != NULL && reserve_entry();
+    pthread_mutex_unlock(&large_lock);
+    if (cached == NULL)
+        return p;
+    if (!reserved) {
+        os_unmap(cached, cached_size);
+        errno = ENOMEM;
+        return NULL;
+    }
+    void *q = place(cached, cached_size, offset, size);
+    memcpy(q, p, old_size - offset);
+    pthread_mutex_lock(&large_lock);
+    registry_move((uintptr_t)p, (uintptr_t)q, cached_size, alignment);
+    pthread_mutex_unlock(&large_lock);
+    header_of(p)->magic = 0;
+    os_unmap((char *)p - offset, old_size);
+    counters_bytes_out((long)cached_size - (long)old_size);
+    return q;
+}
+
+/* Resizes the block's mapping to new_size bytes with mremap. Its entry is
+ * tagged as moving while mremap runs, outside the lock: once mremap moves
+ * it, another thread may map the old address and must not find it
+ * registered with our size; the room to register the new address is
+ * reserved first, so a failure leaves the block as it was. (Nothing else
+ * may use a block its own realloc is moving.) */
+static void *realloc_by_remap(void *p, size_t size, size_t old_size, size_t new_size, size_t offset,
+                              size_t alignment)
+{
+    pthread_mutex_lock(&large_lock);
+    if (!reserve_entry()) {
+        pthread_mutex_unlock(&large_lock);
+        errno = ENOMEM;
+        return NULL;
+    }
+    struct large_entry *moving = lookup((uintptr_t)p);
+    strata_assert(moving != NULL && moving->map_size == old_size);
+    moving->address |= SLOT_MOVING;
+    pthread_mutex_unlock(&large_lock);
+    char *base = os_remap((char *)p - offset, old_size, new_size);
+    void *q = base != NULL ? place(base, new_size, offset, size) : p;
+    pthread_mutex_lock(&large_lock);
+    registry_move((uintptr_t)p | SLOT_MOVING, (uintptr_t)q, base != NULL ? new_size : old_size,
+                  alignment);
+    pthread_mutex_unlock(&large_lock);
+    if (base == NULL && new_size < old_size) {
+        header_of(p)->asked = size; /* a shrink that could not give memory back still fits */
+        return p;
+    }
+    if (base == NULL) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    counters_bytes_out((long)new_size - (long)old_size);
+    /* The caller grew the block to write it, and will likely grow it into
+     * the headroom too: fault that in with one call, not a trap a page. */
+    if (new_size > old_size)
+        os_populate(base + old_size, new_size - old_size);
+    return q;
+}
+
+/* Steps: the header alone when the size stays; the registry's word on
+ * the block; then a copy for a block aligned above a page, a move into a
+ * cached mapping for growth, or else mremap. */
 void *large_realloc(void *p, size_t size)
 {
     strata_assert(!STRATA_SECURE_BUILD); /* secure.c moves its blocks itself */
@@ -561,81 +655,20 @@ void *large_realloc(void *p, size_t size)
         header->asked = size;
         return p;
     }
+    if (alignment > page && exact > old_size)
+        return realloc_aligned_by_copy(p, size, alignment, old_size, offset);
+    if (exact > old_size) {
+        void *q = realloc_into_cached(p, size, exact, old_size, offset, alignment);
+        if (q != p)
+            return q;
+    }
     /* Growth keeps headroom (options.h): a string grown in small steps costs a
      * system call per 12% of growth rather than one per page. */
     size_t new_size = exact > old_size ? round_to_page(size + growth_headroom(size) + offset) : exact;
-    void *q;
-    if (alignment > page && exact > old_size) {
-        q = large_alloc(size + growth_headroom(size), alignment, false);
-        if (q == NULL)
-            return NULL;
-        memcpy(q, p, old_size - offset);
-        large_free(p);
-        return q;
-    }
-    /* Growing into a cached mapping that is already faulted in beats
-     * mremap plus a fault per new page; a growing block will use the room.
-     * The copy runs outside the lock; the block stays registered at p. */
-    if (exact > old_size) {
-        size_t cached_size = 0;
-        pthread_mutex_lock(&large_lock);
-        char *cached = cache_take(exact, 16 * exact, &cached_size);
-        bool reserved = cached != NULL && reserve_entry();
-        pthread_mutex_unlock(&large_lock);
-        if (cached != NULL && !reserved) {
-            os_unmap(cached, cached_size);
-            errno = ENOMEM;
-            return NULL;
-        }
-        if (cached != NULL) {
-            q = place(cached, cached_size, offset, size);
-            memcpy(q, p, old_size - offset);
-            pthread_mutex_lock(&large_lock);
-            registry_move((uintptr_t)p, (uintptr_t)q, cached_size, alignment);
-            pthread_mutex_unlock(&large_lock);
-            header_of(p)->magic = 0;
-            os_unmap((char *)p - offset, old_size);
-            counters_bytes_out((long)cached_size - (long)old_size);
-            return q;
-        }
-    }
-    /* The block's entry is tagged as moving while mremap runs, outside the
-     * lock: once mremap moves it, another thread may map the old address and
-     * must not find it registered with our size; the room to register the
-     * new address is reserved first, so a failure leaves the block as it
-     * was. (Nothing else may use a block its own realloc is moving.) */
-    pthread_mutex_lock(&large_lock);
-    if (!reserve_entry()) {
-        pthread_mutex_unlock(&large_lock);
-        errno = ENOMEM;
-        return NULL;
-    }
-    struct large_entry *moving = lookup((uintptr_t)p);
-    strata_assert(moving != NULL && moving->map_size == old_size);
-    moving->address |= SLOT_MOVING;
-    pthread_mutex_unlock(&large_lock);
-    char *base = os_remap((char *)p - offset, old_size, new_size);
-    q = base != NULL ? place(base, new_size, offset, size) : p;
-    pthread_mutex_lock(&large_lock);
-    registry_move((uintptr_t)p | SLOT_MOVING, (uintptr_t)q, base != NULL ? new_size : old_size,
-                  alignment);
-    pthread_mutex_unlock(&large_lock);
-    if (base == NULL && new_size < old_size) {
-        header->asked = size; /* a shrink that could not give memory back still fits */
-        return p;
-    }
-    if (base == NULL) {
-        errno = ENOMEM;
-        return NULL;
-    }
-    counters_bytes_out((long)new_size - (long)old_size);
-    /* The caller grew the block to write it, and will likely grow it into
-     * the headroom too: fault that in with one call, not a trap a page. */
-    if (new_size > old_size)
-        os_populate(base + old_size, new_size - old_size);
-    return q;
+    return realloc_by_remap(p, size, old_size, new_size, offset, alignment);
 }
 
+/* ---- statistics, fork --------------------------------------------------- */
 void large_stats(size_t *blocks, size_t *bytes, size_t *cached)
 {
     pthread_mutex_lock(&large_lock);
