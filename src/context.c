@@ -673,6 +673,79 @@ STRATA_EXPORT void *strata_ctx_steal(const void *new_parent, const void *p)
     return (void *)(uintptr_t)p;
 }
 
+/* strata_ctx_realloc's steps. A shrink: the payload stays where it is, and
+ * a pool's newest chunk gives the room back to its pool. */
+static void ctx_shrink(struct ctx *c, size_t n)
+{
+    size_t old = c->size;
+    limit_give(c->limit, old - n);
+    c->size = n;
+    if (c->flags & CTX_IN_POOL) {
+        struct ctx_pool *pool = c->pool;
+        size_t was = extent_of(old), now = extent_of(n);
+        memory_released((char *)c + now, was - now);
+        if ((char *)c + was == pool->cursor)
+            pool->cursor = (char *)c + now;
+    }
+}
+
+/* Growth in place: a pool's newest chunk takes the room after it, when
+ * its pool has that much left; false, doing nothing, otherwise. */
+static bool ctx_grow_in_place(struct ctx *c, size_t n)
+{
+    struct ctx_pool *pool = (c->flags & CTX_IN_POOL) ? c->pool : NULL;
+    size_t was = extent_of(c->size), now = extent_of(n);
+    if (pool == NULL || (char *)c + was != pool->cursor || now - was > (size_t)(pool->end - pool->cursor))
+        return false;
+    memory_usable((char *)c + was, now - was);
+    pool->cursor = (char *)c + now;
+    c->size = n;
+    return true;
+}
+
+/* A pool's chunk moved: to a new chunk of the pool, else out of it to the
+ * general allocator; its old chunk goes back to the pool. NULL, leaving
+ * it where it was, without memory. */
+static struct ctx *ctx_move_from_pool(struct ctx *c, size_t n)
+{
+    struct ctx_pool *pool = c->pool;
+    size_t was = extent_of(c->size), now = extent_of(n);
+    struct ctx *fresh = pool_carve(pool, now);
+    bool carved = fresh != NULL;
+    if (!carved) {
+        fresh = alloc_inline(now);
+        if (fresh == NULL)
+            return NULL;
+    }
+    memcpy(fresh, c, CTX_HEADER + c->size);
+    if (!carved) {
+        fresh->flags &= ~CTX_IN_POOL;
+        fresh->pool = NULL;
+    }
+    c->magic = CTX_FREED;
+    pool_give_back(pool, c, was);
+    return fresh;
+}
+
+/* A context of the general allocator moved by its realloc. NULL, leaving it
+ * where it was, without memory. */
+static struct ctx *ctx_move_in_heap(struct ctx *c, size_t n)
+{
+    /* A stale pointer to the old block must not look live. */
+    c->magic = CTX_FREED;
+    struct ctx *fresh = api_realloc(c, extent_of(n));
+    if (fresh == NULL) {
+        c->magic = CTX_MAGIC;
+        return NULL;
+    }
+    fresh->magic = CTX_MAGIC;
+    return fresh;
+}
+
+/* Steps: a shrink in place; growth in place within a pool; else a move
+ * (within or out of a pool, or by the general allocator's realloc), with
+ * the tree relinked to the new address. A limit is charged before growth
+ * and refunded when it fails. */
 STRATA_EXPORT void *strata_ctx_realloc(const void *parent, void *p, size_t n)
 {
     if (p == NULL)
@@ -684,68 +757,31 @@ STRATA_EXPORT void *strata_ctx_realloc(const void *parent, void *p, size_t n)
         return NULL;
     }
     if (n <= old) {
-        limit_give(c->limit, old - n);
-        c->size = n;
-        if (c->flags & CTX_IN_POOL) {
-            struct ctx_pool *pool = c->pool;
-            size_t was = extent_of(old), now = extent_of(n);
-            memory_released((char *)c + now, was - now);
-            if ((char *)c + was == pool->cursor)
-                pool->cursor = (char *)c + now;
-        }
+        ctx_shrink(c, n);
         return p;
     }
     if (n > CTX_MAX_PAYLOAD || (c->limit != NULL && !limit_take(c->limit, n - old))) {
         errno = ENOMEM;
         return NULL;
     }
-    size_t was = extent_of(old), now = extent_of(n);
-    struct ctx *fresh;
-    struct ctx_pool *pool = (c->flags & CTX_IN_POOL) ? c->pool : NULL;
-    if (pool != NULL && (char *)c + was == pool->cursor && now - was <= (size_t)(pool->end - pool->cursor)) {
-        memory_usable((char *)c + was, now - was);
-        pool->cursor = (char *)c + now;
-        c->size = n;
+    if (ctx_grow_in_place(c, n))
         return p;
-    }
+    struct ctx *fresh = NULL;
+    int error = ENOMEM;
     if (unlikely(c->flags & CTX_FREEING))
-        goto busy; /* moving would pull it from under the free in progress */
-    if (pool != NULL) {
-        fresh = pool_carve(pool, now);
-        bool carved = fresh != NULL;
-        if (!carved) {
-            fresh = alloc_inline(now);
-            if (fresh == NULL)
-                goto no_memory;
-        }
-        memcpy(fresh, c, CTX_HEADER + old);
-        if (!carved) {
-            fresh->flags &= ~CTX_IN_POOL;
-            fresh->pool = NULL;
-        }
-        c->magic = CTX_FREED;
-        pool_give_back(pool, c, was);
-    } else {
-        /* A stale pointer to the old block must not look live. */
-        c->magic = CTX_FREED;
-        fresh = api_realloc(c, now);
-        if (fresh == NULL) {
-            c->magic = CTX_MAGIC;
-            goto no_memory;
-        }
-        fresh->magic = CTX_MAGIC;
+        error = EBUSY; /* moving would pull it from under the free in progress */
+    else if (c->flags & CTX_IN_POOL)
+        fresh = ctx_move_from_pool(c, n);
+    else
+        fresh = ctx_move_in_heap(c, n);
+    if (fresh == NULL) {
+        limit_give(c->limit, n - old);
+        errno = error;
+        return NULL;
     }
     relink_moved(fresh);
     fresh->size = n;
     return payload_of(fresh);
-busy:
-    limit_give(c->limit, n - old);
-    errno = EBUSY;
-    return NULL;
-no_memory:
-    limit_give(c->limit, n - old);
-    errno = ENOMEM;
-    return NULL;
 }
 
 /* ---- naming, copies ----------------------------------------------------------- */
