@@ -200,3 +200,77 @@ def machine_line():
 
 def progress(message):
     print(message, file=sys.stderr, flush=True)
+
+
+# bench/README.md shows the published run's tables between these lines,
+# written there by `bench/run.py --publish` and compared by
+# `--check-published`: the tables are never edited by hand.
+TABLES_BEGIN = "<!-- The tables of bench/published/tables.md, written by bench/run.py --publish. -->"
+TABLES_END = "<!-- End of the published tables. -->"
+PUBLISHED_FILES = (".csv", ".dat", ".svg", ".md")
+
+
+def tables_block(tables_text):
+    """What the README shows of a run's tables.md: all but its heading."""
+    lines = tables_text.rstrip("\n").split("\n")
+    if lines and lines[0].startswith("## "):
+        lines = lines[1:]
+    while lines and lines[0] == "":
+        lines = lines[1:]
+    return "\n".join(lines)
+
+
+def readme_tables(readme_text):
+    """The block between the markers, or None when they are missing."""
+    begin, end = readme_text.find(TABLES_BEGIN), readme_text.find(TABLES_END)
+    if begin < 0 or end < begin:
+        return None
+    return readme_text[begin + len(TABLES_BEGIN):end].strip("\n")
+
+
+def splice_tables(readme_text, tables_text):
+    """The README with its block replaced by tables.md's; ValueError
+    without the markers."""
+    if readme_tables(readme_text) is None:
+        raise ValueError("the README has no %r ... %r block" % (TABLES_BEGIN, TABLES_END))
+    begin = readme_text.find(TABLES_BEGIN) + len(TABLES_BEGIN)
+    end = readme_text.find(TABLES_END)
+    return readme_text[:begin] + "\n\n" + tables_block(tables_text) + "\n\n" + readme_text[end:]
+
+
+def publish(run_dir, published_dir, readme):
+    """Makes the run in run_dir the published one: its tables, CSVs and
+    plots replace published_dir's, and its tables the README's block."""
+    with open(os.path.join(run_dir, "tables.md"), encoding="utf-8") as f:
+        tables = f.read()
+    with open(readme, encoding="utf-8") as f:
+        text = splice_tables(f.read(), tables)
+    os.makedirs(published_dir, exist_ok=True)
+    for name in os.listdir(published_dir):
+        if name.endswith(PUBLISHED_FILES):
+            os.remove(os.path.join(published_dir, name))
+    for name in sorted(os.listdir(run_dir)):
+        if name.endswith(PUBLISHED_FILES):
+            shutil.copyfile(os.path.join(run_dir, name), os.path.join(published_dir, name))
+    with open(readme, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def published_differences(published_dir, readme):
+    """Why the README's tables are not published_dir's tables.md (a list of
+    lines; empty when they are)."""
+    try:
+        with open(os.path.join(published_dir, "tables.md"), encoding="utf-8") as f:
+            want = tables_block(f.read())
+        with open(readme, encoding="utf-8") as f:
+            have = readme_tables(f.read())
+    except OSError as e:
+        return [str(e)]
+    if have is None:
+        return ["%s has no block between %r and %r" % (readme, TABLES_BEGIN, TABLES_END)]
+    if have == want:
+        return []
+    import difflib
+    return list(difflib.unified_diff(want.split("\n"), have.split("\n"), "published tables.md", readme,
+                                     lineterm="", n=1))[:40]
+

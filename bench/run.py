@@ -454,7 +454,27 @@ def main():
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--only", default=",".join(TABLES),
                         help="comma-separated tables, of those listed below (default: all)")
+    parser.add_argument("--publish", action="store_true",
+                        help="measure nothing: make the run in --out the published one (its files into "
+                             "--published, its tables into --readme)")
+    parser.add_argument("--check-published", action="store_true",
+                        help="measure nothing: exit 1 unless --readme shows --published's tables.md")
+    parser.add_argument("--published", default=os.path.join(HERE, "published"), help=argparse.SUPPRESS)
+    parser.add_argument("--readme", default=os.path.join(HERE, "README.md"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.publish:
+        try:
+            harness.publish(args.out, args.published, args.readme)
+        except (OSError, ValueError) as e:
+            print("run.py --publish: %s" % e, file=sys.stderr)
+            return 2
+        print("published %s: %s and the tables of %s" % (args.out, args.published, args.readme))
+        return 0
+    if args.check_published:
+        differences = harness.published_differences(args.published, args.readme)
+        for line in differences:
+            print(line)
+        return 1 if differences else 0
     wanted = [t for t in args.only.split(",") if t]
     unknown = [t for t in wanted if t not in TABLES]
     if unknown or not wanted:
@@ -479,7 +499,8 @@ def main():
     with open(os.path.join(args.out, "tables.md"), "w") as f:
         f.write(text)
     print(text)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -133,5 +133,26 @@ else
     echo "gnuplot is not installed (apt-get install gnuplot-nox): plots not checked"
     fail=$((fail + 1))
 fi
+# The published run: bench/README.md shows bench/published/tables.md as it
+# is; --publish makes a run the published one (here into copies).
+python3 bench/run.py --check-published > "$out/published.diff"
+check '[ $? -eq 0 ]' "bench/README.md shows bench/published/tables.md: $(head -c 600 "$out/published.diff")"
+mkdir "$out/pub"
+cp bench/README.md "$out/README.md"
+python3 bench/run.py --publish --out "$out" --published "$out/pub" --readme "$out/README.md" > /dev/null
+check '[ $? -eq 0 ] && [ -s "$out/pub/tables.md" ] && [ -s "$out/pub/threads.csv" ]' "--publish copies the run's files"
+check 'grep -q "^Machine: .* Mode: smoke, median of 1 runs" "$out/README.md" && ! grep -q "Mode: default" "$out/README.md"' \
+    "--publish puts the run's tables in the README"
+check '[ "$(sed "/^<!-- The tables of/q" "$out/README.md")" = "$(sed "/^<!-- The tables of/q" bench/README.md)" ] &&
+       [ "$(sed -n "/^<!-- End of the published tables/,\$p" "$out/README.md")" = "$(sed -n "/^<!-- End of the published tables/,\$p" bench/README.md)" ]' \
+    "--publish changes nothing of the README outside the tables"
+python3 bench/run.py --check-published --published "$out/pub" --readme "$out/README.md" > /dev/null
+check '[ $? -eq 0 ]' "--check-published passes after --publish"
+sed -i "s/^| strata | /| strata | 1 /" "$out/README.md"
+python3 bench/run.py --check-published --published "$out/pub" --readme "$out/README.md" > "$out/published.diff"
+check '[ $? -eq 1 ] && grep -q "^+| strata | 1 " "$out/published.diff"' "--check-published shows a table edited by hand"
+grep -v "^<!-- End of the published tables" bench/README.md > "$out/README.md"
+python3 bench/run.py --publish --out "$out" --published "$out/pub" --readme "$out/README.md" 2> "$out/published.err"
+check '[ $? -eq 2 ] && grep -q "has no" "$out/published.err"' "--publish refuses a README without the markers"
 echo "checks: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
