@@ -3,7 +3,8 @@
 # HACKING.md, docs/*.md, bench/README.md, tests/README.md) is a whole program
 # that compiles as pasted (warnings as errors), links against strata and
 # runs; its output is what the example's comments say. The options table is
-# in docs/usage.md alone and is the library's.
+# in docs/usage.md alone and is the library's; the manual page states the
+# same options and defaults.
 BUILD=${BUILD:-build}
 CC=${CC:-cc}
 out=$(mktemp -d)
@@ -50,6 +51,20 @@ for name in $(sed -n 's/^| `\(STRATA_[A-Z_]*\)` | .*/\1/p' docs/usage.md); do
         *" $name="*) ;;
         *) [ "$name" = STRATA_STATS_FILE ] || check false "docs/usage.md's options table has $name, which the library does not know" ;;
     esac
+done
+# The in-force line docs/usage.md shows names the library's options, in
+# its order.
+shown=$(sed -n 's/^strata [0-9.]* in force in [^:]*: //p' docs/usage.md | head -n 1)
+check '[ "$(echo "$shown" | tr " " "\n" | sed "s/=.*//")" = "$(echo "$in_force" | tr " " "\n" | sed "s/=.*//")" ]' \
+    "docs/usage.md's in-force line names the library's options in order ($shown)"
+# The manual page, for the installed library, states the same options and,
+# where it gives one, the same default.
+for setting in $in_force; do
+    name=${setting%%=*} value=${setting#*=}
+    [ "$name" = STRATA_VERBOSE ] && value=0
+    check 'grep -q "^\.BR\{0,1\} $name\( \|$\)" man/strata.3' "man/strata.3 has $name"
+    stated=$(sed -n "s/^\.BR $name \" (\([^)]*\))\"$/\1/p" man/strata.3)
+    check '[ -z "$stated" ] || [ "$stated" = "$value" ]' "man/strata.3 gives $name's default as $value ($stated)"
 done
 # Every link between the docs leads to a file that exists.
 for doc in $docs; do
