@@ -95,6 +95,16 @@ static void current_release_empty(struct heap *heap)
     }
 }
 
+/* The debug build's checkpoint of a whole heap, named by `what`. */
+static void debug_checkpoint(struct heap *heap, const char *what)
+{
+    if (!STRATA_DEBUG_BUILD)
+        return;
+    const char *broken = heap_check(heap);
+    if (broken != NULL)
+        report_assert(__FILE__, __LINE__, what, "%s", broken);
+}
+
 /* Gives up a heap no thread owns (a parked one, or the exiting thread's):
  * its segments leave it, and it goes back to the pool empty. */
 static void heap_abandon(struct heap *heap)
@@ -105,11 +115,7 @@ static void heap_abandon(struct heap *heap)
     pthread_mutex_lock(&heap->lock);
     heap->live = false;
     pthread_mutex_unlock(&heap->lock);
-    if (STRATA_DEBUG_BUILD) {
-        const char *broken = heap_check(heap);
-        if (broken != NULL)
-            report_assert(__FILE__, __LINE__, "heap_check as a heap is given up", "%s", broken);
-    }
+    debug_checkpoint(heap, "heap_check as a heap is given up");
     bins_flush_all(heap);
     heap_collect_remote(heap);
     current_release_empty(heap);
@@ -135,11 +141,7 @@ static void heap_abandon(struct heap *heap)
 
 static void heap_park(struct heap *heap)
 {
-    if (STRATA_DEBUG_BUILD) {
-        const char *broken = heap_check(heap);
-        if (broken != NULL)
-            report_assert(__FILE__, __LINE__, "heap_check at thread exit", "%s", broken);
-    }
+    debug_checkpoint(heap, "heap_check at thread exit");
     bins_flush_all(heap);
     heap_collect_remote(heap);
     pthread_mutex_lock(&heap->lock);
