@@ -1,9 +1,17 @@
-/* check.h: the tests' tiny assertion layer. CHECK counts a pass or prints
- * the failing expression; check_finish prints this program's totals in the
- * line tests/run.sh adds up. */
+/* check.h: the tests' small assertion layer and test runner. CHECK counts a
+ * pass or prints the failing expression, CHECK_CMP prints both values of a
+ * failed comparison, and each failure names the test it is in. A program
+ * lists its tests as a table of names and functions and ends in
+ * check_main, which runs them all or those named on the command line,
+ * prints a line per test and, last, the totals in the line tests/run.sh
+ * adds up. A program that runs cases in child processes (check_spawn)
+ * lists them in a table too, which check_main dispatches. */
 #ifndef STRATA_TEST_CHECK_H
 #define STRATA_TEST_CHECK_H
 
+#ifndef __cplusplus
+#include <float.h>
+#endif
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,15 +32,32 @@
 #define TEST_FLAVOUR ""
 #endif
 
+/* Counted by the thread that runs the tests (a worker thread reports to it
+ * instead of checking itself). */
 static int check_passed, check_failed;
+/* What is running, for the failure messages: "test NAME" or, in a child,
+ * "case NAME"; none in the programs that do not use check_main. */
+static const char *check_kind = "test", *check_name;
+
+/* Counts a failure and starts its message: where, and in which test. What
+ * this program printed so far comes first, not after it. */
+static inline void check_failure_at(const char *file, int line)
+{
+    check_failed++;
+    fflush(stdout);
+    if (check_name != NULL)
+        fprintf(stderr, "%s:%d: in %s %s: ", file, line, check_kind, check_name);
+    else
+        fprintf(stderr, "%s:%d: ", file, line);
+}
 
 #define CHECK(cond)                                                              \
     do {                                                                         \
         if (cond) {                                                              \
             check_passed++;                                                      \
         } else {                                                                 \
-            check_failed++;                                                      \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+            check_failure_at(__FILE__, __LINE__);                                \
+            fprintf(stderr, "CHECK failed: %s\n", #cond);                        \
         }                                                                        \
     } while (0)
 
@@ -44,15 +69,192 @@ static int check_passed, check_failed;
         if (broken_ == NULL) {                                                   \
             check_passed++;                                                      \
         } else {                                                                 \
-            check_failed++;                                                      \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #verdict, broken_); \
+            check_failure_at(__FILE__, __LINE__);                                \
+            fprintf(stderr, "%s: %s\n", #verdict, broken_);                      \
         }                                                                        \
     } while (0)
+
+#ifndef __cplusplus
+/* A value as text, for CHECK_CMP's message: each integer by its sign, each
+ * floating type to the digits that tell it from its neighbours, pointers
+ * as %p. */
+#define CHECK_SHOWN 64
+static inline void check_show_signed(char *text, long long value)
+{
+    snprintf(text, CHECK_SHOWN, "%lld", value);
+}
+static inline void check_show_unsigned(char *text, unsigned long long value)
+{
+    snprintf(text, CHECK_SHOWN, "%llu", value);
+}
+static inline void check_show_float(char *text, float value)
+{
+    snprintf(text, CHECK_SHOWN, "%.*g", FLT_DECIMAL_DIG, (double)value);
+}
+static inline void check_show_double(char *text, double value)
+{
+    snprintf(text, CHECK_SHOWN, "%.*g", DBL_DECIMAL_DIG, value);
+}
+static inline void check_show_long_double(char *text, long double value)
+{
+    snprintf(text, CHECK_SHOWN, "%.*Lg", LDBL_DECIMAL_DIG, value);
+}
+static inline void check_show_pointer(char *text, const void *value)
+{
+    snprintf(text, CHECK_SHOWN, "%p", value);
+}
+#define CHECK_SHOW(text, value)                                                  \
+    _Generic((value),                                                            \
+        _Bool: check_show_unsigned,                                              \
+        char: check_show_signed,                                                 \
+        signed char: check_show_signed,                                          \
+        short: check_show_signed,                                                \
+        int: check_show_signed,                                                  \
+        long: check_show_signed,                                                 \
+        long long: check_show_signed,                                            \
+        unsigned char: check_show_unsigned,                                      \
+        unsigned short: check_show_unsigned,                                     \
+        unsigned: check_show_unsigned,                                           \
+        unsigned long: check_show_unsigned,                                      \
+        unsigned long long: check_show_unsigned,                                 \
+        float: check_show_float,                                                 \
+        double: check_show_double,                                               \
+        long double: check_show_long_double,                                     \
+        default: check_show_pointer)(text, value)
+
+/* `CHECK_CMP(a, op, b)` checks `a op b`, evaluating a and b once; on failure
+ * it prints the expression and both values. The comparison runs on copies,
+ * which are no longer constants: the compiler's sign-compare warning is
+ * silenced there and raised instead by the expression as written, in a
+ * branch never taken (gcc warns there, clang not), so a comparison warns
+ * exactly when the plain one would. Arrays are no operands: pass a pointer. */
+#define CHECK_CMP(a, op, b)                                                      \
+    do {                                                                         \
+        if (0)                                                                   \
+            (void)((a) op (b));                                                  \
+        __typeof__(a) check_a_ = (a);                                            \
+        __typeof__(b) check_b_ = (b);                                            \
+        _Pragma("GCC diagnostic push")                                           \
+        _Pragma("GCC diagnostic ignored \"-Wsign-compare\"")                     \
+        int check_holds_ = check_a_ op check_b_;                                 \
+        _Pragma("GCC diagnostic pop")                                            \
+        if (check_holds_) {                                                      \
+            check_passed++;                                                      \
+        } else {                                                                 \
+            char check_shown_a_[CHECK_SHOWN], check_shown_b_[CHECK_SHOWN];       \
+            CHECK_SHOW(check_shown_a_, check_a_);                                \
+            CHECK_SHOW(check_shown_b_, check_b_);                                \
+            check_failure_at(__FILE__, __LINE__);                                \
+            fprintf(stderr, "CHECK_CMP failed: %s %s %s (%s = %s, %s = %s)\n",  \
+                    #a, #op, #b, #a, check_shown_a_, #b, check_shown_b_);        \
+        }                                                                        \
+    } while (0)
+#endif
 
 static inline int check_finish(void)
 {
     printf("checks: %d passed, %d failed\n", check_passed, check_failed);
     return check_failed == 0 ? 0 : 1;
+}
+
+/* A program's tests: `static const struct check_test tests[] = {{"malloc",
+ * test_malloc}, ...}`, in the order they run. A test's name is its
+ * function's without test_. */
+struct check_test {
+    const char *name;
+    void (*run)(void);
+};
+
+/* What a child process of this program runs (check_spawn): returns its exit
+ * status. A table of them is an array of struct check_case, or of rows
+ * that hold one (CHECK_CASES_IN). */
+struct check_case {
+    const char *name;
+    int (*run)(void);
+};
+
+#define CHECK_COUNT(array) (sizeof(array) / sizeof((array)[0]))
+/* check_main's arguments: the tests, then the child cases. */
+#define CHECK_TESTS(tests) &(tests)[0], CHECK_COUNT(tests)
+#define CHECK_CASES(cases) &(cases)[0], CHECK_COUNT(cases), sizeof((cases)[0])
+#define CHECK_CASES_IN(rows, member) &(rows)[0].member, CHECK_COUNT(rows), sizeof((rows)[0])
+#define CHECK_NO_CASES NULL, 0, 0
+
+static inline const struct check_case *check_case_at(const struct check_case *cases, size_t stride,
+                                                     size_t i)
+{
+    return (const struct check_case *)(const void *)((const char *)cases + i * stride);
+}
+
+static inline void check_run_test(const struct check_test *test)
+{
+    int passed = check_passed, failed = check_failed;
+    check_kind = "test";
+    check_name = test->name;
+    test->run();
+    check_name = NULL;
+    passed = check_passed - passed;
+    failed = check_failed - failed;
+    if (failed > 0)
+        printf("FAIL %s (%d of %d failed)\n", test->name, failed, passed + failed);
+    else if (passed == 0) /* it said why */
+        printf("skip %s (no checks ran)\n", test->name);
+    else
+        printf("ok   %s (%d check%s)\n", test->name, passed, passed == 1 ? "" : "s");
+    fflush(stdout);
+}
+
+/* The main of a test program: `return check_main(argc, argv,
+ * CHECK_TESTS(tests), CHECK_CASES(cases))` (or CHECK_NO_CASES).
+ *   (no argument)    every test, in order
+ *   NAME...          those tests, in the table's order; an unknown name
+ *                    lists the tests on stderr and exits with 2
+ *   --list           the tests' names
+ *   --case NAME      the child case NAME (check_spawn runs it); an unknown
+ *                    one exits with 2
+ * Ends with the line of totals. */
+static inline int check_main(int argc, char **argv, const struct check_test *tests, size_t test_count,
+                             const struct check_case *cases, size_t case_count, size_t case_stride)
+{
+    const char *program = strrchr(argv[0], '/') != NULL ? strrchr(argv[0], '/') + 1 : argv[0];
+    if (argc >= 2 && strcmp(argv[1], "--case") == 0) {
+        for (size_t i = 0; argc == 3 && i < case_count; i++) {
+            const struct check_case *child = check_case_at(cases, case_stride, i);
+            if (strcmp(child->name, argv[2]) == 0) {
+                check_kind = "case";
+                check_name = child->name;
+                return child->run();
+            }
+        }
+        fprintf(stderr, "%s: no case named '%s'; its cases:\n", program, argc == 3 ? argv[2] : "");
+        for (size_t i = 0; i < case_count; i++)
+            fprintf(stderr, "  %s\n", check_case_at(cases, case_stride, i)->name);
+        return 2;
+    }
+    if (argc == 2 && strcmp(argv[1], "--list") == 0) {
+        for (size_t i = 0; i < test_count; i++)
+            printf("%s\n", tests[i].name);
+        return 0;
+    }
+    for (int a = 1; a < argc; a++) {
+        size_t i = 0;
+        while (i < test_count && strcmp(tests[i].name, argv[a]) != 0)
+            i++;
+        if (i == test_count) {
+            fprintf(stderr, "%s: no test named '%s'; its tests:\n", program, argv[a]);
+            for (i = 0; i < test_count; i++)
+                fprintf(stderr, "  %s\n", tests[i].name);
+            return 2;
+        }
+    }
+    for (size_t i = 0; i < test_count; i++) {
+        int chosen = argc == 1;
+        for (int a = 1; a < argc && !chosen; a++)
+            chosen = strcmp(tests[i].name, argv[a]) == 0;
+        if (chosen)
+            check_run_test(&tests[i]);
+    }
+    return check_finish();
 }
 
 /* Resident memory of this process in bytes, from /proc/self/statm. */

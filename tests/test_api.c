@@ -20,7 +20,8 @@ static void test_malloc(void)
     void *zero = strata_malloc(0);
     CHECK(zero != NULL);
     void *zero2 = strata_malloc(0);
-    CHECK(zero2 != NULL && zero2 != zero);
+    CHECK(zero2 != NULL);
+    CHECK_CMP(zero2, !=, zero);
     strata_free(zero);
     strata_free(zero2);
     strata_free(NULL);
@@ -32,22 +33,22 @@ static void test_malloc(void)
         size_t n = sizes[i];
         unsigned char *p = strata_malloc(n);
         CHECK(p != NULL);
-        CHECK(strata_usable_size(p) >= n);
-        if (n % 16 == 0)
-            CHECK(((uintptr_t)p & 15) == 0);
-        else
-            CHECK(((uintptr_t)p & 7) == 0);
+        CHECK_CMP(strata_usable_size(p), >=, n);
+        CHECK_CMP((uintptr_t)p % (n % 16 == 0 ? 16 : 8), ==, 0);
         memset(p, 0xab, strata_usable_size(p));
         CHECK(all_bytes(p, n, 0xab));
         strata_free(p);
     }
 
     errno = 0;
-    CHECK(strata_malloc(SIZE_MAX) == NULL && errno == ENOMEM);
+    CHECK_CMP(strata_malloc(SIZE_MAX), ==, NULL);
+    CHECK_CMP(errno, ==, ENOMEM);
     errno = 0;
-    CHECK(strata_malloc((size_t)PTRDIFF_MAX + 1) == NULL && errno == ENOMEM);
+    CHECK_CMP(strata_malloc((size_t)PTRDIFF_MAX + 1), ==, NULL);
+    CHECK_CMP(errno, ==, ENOMEM);
     errno = 0;
-    CHECK(strata_malloc((size_t)1 << 46) == NULL && errno == ENOMEM); /* 64 TiB */
+    CHECK_CMP(strata_malloc((size_t)1 << 46), ==, NULL); /* 64 TiB */
+    CHECK_CMP(errno, ==, ENOMEM);
 }
 
 static void test_calloc(void)
@@ -64,9 +65,11 @@ static void test_calloc(void)
     CHECK(z != NULL);
     strata_free(z);
     errno = 0;
-    CHECK(strata_calloc(SIZE_MAX / 2, 3) == NULL && errno == ENOMEM);
+    CHECK_CMP(strata_calloc(SIZE_MAX / 2, 3), ==, NULL);
+    CHECK_CMP(errno, ==, ENOMEM);
     errno = 0;
-    CHECK(strata_calloc((size_t)1 << 32, (size_t)1 << 32) == NULL && errno == ENOMEM);
+    CHECK_CMP(strata_calloc((size_t)1 << 32, (size_t)1 << 32), ==, NULL);
+    CHECK_CMP(errno, ==, ENOMEM);
 }
 
 static void fill(unsigned char *p, size_t n, size_t seed)
@@ -86,7 +89,8 @@ static int filled(const unsigned char *p, size_t n, size_t seed)
 static void test_realloc(void)
 {
     unsigned char *p = strata_realloc(NULL, 10);
-    CHECK(p != NULL && strata_usable_size(p) >= 10);
+    CHECK(p != NULL);
+    CHECK_CMP(strata_usable_size(p), >=, 10);
     fill(p, 10, 1);
     /* Grow in small steps through every class and into mapped blocks. */
     size_t n = 10;
@@ -102,34 +106,38 @@ static void test_realloc(void)
         n = next;
     }
     CHECK(intact);
-    CHECK(strata_usable_size(p) >= n);
+    CHECK_CMP(strata_usable_size(p), >=, n);
     /* Shrink from a mapped block back to a class block. */
     p = strata_realloc(p, 100);
     CHECK(p != NULL && filled(p, 100, 1));
-    CHECK(strata_usable_size(p) < 1000);
+    CHECK_CMP(strata_usable_size(p), <, 1000);
     /* Shrinking a little keeps the block. */
     unsigned char *same = strata_realloc(p, 90);
-    CHECK(same == p);
+    CHECK_CMP(same, ==, p);
     p = same;
     /* realloc(p, 0) frees and returns NULL. */
-    CHECK(strata_realloc(p, 0) == NULL);
+    CHECK_CMP(strata_realloc(p, 0), ==, NULL);
 
     unsigned char *keep = strata_malloc(64);
     fill(keep, 64, 7);
     errno = 0;
-    CHECK(strata_realloc(keep, SIZE_MAX) == NULL && errno == ENOMEM);
+    CHECK_CMP(strata_realloc(keep, SIZE_MAX), ==, NULL);
+    CHECK_CMP(errno, ==, ENOMEM);
     CHECK(filled(keep, 64, 7));
     unsigned char *big = strata_malloc(1 << 20);
     fill(big, 1 << 20, 3);
     errno = 0;
-    CHECK(strata_realloc(big, SIZE_MAX - 4096) == NULL && errno == ENOMEM);
+    CHECK_CMP(strata_realloc(big, SIZE_MAX - 4096), ==, NULL);
+    CHECK_CMP(errno, ==, ENOMEM);
     CHECK(filled(big, 1 << 20, 3));
     strata_free(big);
 
     errno = 0;
-    CHECK(strata_reallocarray(keep, SIZE_MAX / 2, 3) == NULL && errno == ENOMEM);
+    CHECK_CMP(strata_reallocarray(keep, SIZE_MAX / 2, 3), ==, NULL);
+    CHECK_CMP(errno, ==, ENOMEM);
     keep = strata_reallocarray(keep, 100, 8);
-    CHECK(keep != NULL && filled(keep, 64, 7) && strata_usable_size(keep) >= 800);
+    CHECK(keep != NULL && filled(keep, 64, 7));
+    CHECK_CMP(strata_usable_size(keep), >=, 800);
     strata_free(keep);
 }
 
@@ -162,14 +170,17 @@ static void test_large_growth(void)
     unsigned char *p = strata_malloc(n);
     fill(p, n, 9);
     CHECK(grow_in_steps(&p, &n, MEDIUM_MAX + 4096, &moves, &steps));
-    CHECK(moves * 50 < steps);
+    CHECK_CMP(moves * 50, <, steps);
     CHECK(filled(p, start, 9) && p[n - 1] == 0x77);
     size_t maps = os_map_count();
     CHECK(grow_in_steps(&p, &n, (size_t)32 << 20, &moves, &steps));
     /* The secure flavour never remaps (a block's guard page would move):
      * it moves to new mappings, an eighth larger each time. */
-    CHECK(TEST_SECURE ? os_map_count() > maps : os_map_count() == maps);
-    CHECK(moves * 50 < steps);
+    if (TEST_SECURE)
+        CHECK_CMP(os_map_count(), >, maps);
+    else
+        CHECK_CMP(os_map_count(), ==, maps);
+    CHECK_CMP(moves * 50, <, steps);
     CHECK(filled(p, start, 9) && p[n - 1] == 0x77);
     strata_free(p);
 }
@@ -187,7 +198,13 @@ static void test_large_reuse(void)
     unsigned char *b = strata_malloc((size_t)10 << 20);
     /* The secure flavour never hands the mapping freed last back at once,
      * nor splits a cached one. */
-    CHECK(a != NULL && b != NULL && (TEST_SECURE ? a != big && b != big : os_map_count() == maps));
+    CHECK(a != NULL && b != NULL);
+    if (TEST_SECURE) {
+        CHECK_CMP(a, !=, big);
+        CHECK_CMP(b, !=, big);
+    } else {
+        CHECK_CMP(os_map_count(), ==, maps);
+    }
     fill(a, (size_t)8 << 20, 6);
     fill(b, (size_t)10 << 20, 7);
     CHECK(filled(a, (size_t)8 << 20, 6) && filled(b, (size_t)10 << 20, 7));
@@ -217,11 +234,8 @@ static void test_large_cache_sizes(void)
         fill(blocks[i], 4096, (unsigned char)i);
     }
     /* The secure flavour never hands the mapping freed last back at once. */
-    if (!TEST_SECURE) {
-        CHECK(os_map_count() == maps);
-        if (os_map_count() != maps)
-            printf("  %zu new mappings for buffers the cache held\n", os_map_count() - maps);
-    }
+    if (!TEST_SECURE)
+        CHECK_CMP(os_map_count(), ==, maps);
     for (size_t i = 0; i < COUNT; i++) {
         CHECK(filled(blocks[i], 4096, (unsigned char)i));
         strata_free(blocks[i]);
@@ -235,7 +249,7 @@ static void test_aligned(void)
         for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
             unsigned char *p = strata_aligned_alloc(align, sizes[i]);
             CHECK(p != NULL && ((uintptr_t)p & (align - 1)) == 0);
-            CHECK(strata_usable_size(p) >= sizes[i]);
+            CHECK_CMP(strata_usable_size(p), >=, sizes[i]);
             memset(p, 1, sizes[i]);
             if (sizes[i] == 0) {
                 /* An aligned malloc(0) is a block of its own: it grows. (In
@@ -243,7 +257,10 @@ static void test_aligned(void)
                  * byte written is past its end; but for a slot of 64 KiB,
                  * whose slack of 65536 bytes is longer than a block's
                  * state records, 65534: its canary sits 2 bytes in.) */
-                CHECK(TEST_SECURE ? strata_usable_size(p) == (align == 65536 ? 2u : 0u) : strata_usable_size(p) >= 1);
+                if (TEST_SECURE)
+                    CHECK_CMP(strata_usable_size(p), ==, align == 65536 ? 2u : 0u);
+                else
+                    CHECK_CMP(strata_usable_size(p), >=, 1);
                 p = strata_realloc(p, 100);
                 CHECK(p != NULL);
                 memset(p, 2, 100);
@@ -251,7 +268,7 @@ static void test_aligned(void)
             strata_free(p);
             void *q = NULL;
             if (align >= sizeof(void *)) {
-                CHECK(strata_posix_memalign(&q, align, sizes[i]) == 0);
+                CHECK_CMP(strata_posix_memalign(&q, align, sizes[i]), ==, 0);
                 CHECK(q != NULL && ((uintptr_t)q & (align - 1)) == 0);
                 strata_free(q);
             }
@@ -270,32 +287,35 @@ static void test_aligned(void)
     }
     CHECK(aligned16);
     errno = 0;
-    CHECK(strata_aligned_alloc(0, 16) == NULL && errno == EINVAL);
+    CHECK_CMP(strata_aligned_alloc(0, 16), ==, NULL);
+    CHECK_CMP(errno, ==, EINVAL);
     errno = 0;
-    CHECK(strata_aligned_alloc(24, 16) == NULL && errno == EINVAL);
+    CHECK_CMP(strata_aligned_alloc(24, 16), ==, NULL);
+    CHECK_CMP(errno, ==, EINVAL);
     errno = 0;
-    CHECK(strata_aligned_alloc(64, SIZE_MAX - 10) == NULL && errno == ENOMEM);
+    CHECK_CMP(strata_aligned_alloc(64, SIZE_MAX - 10), ==, NULL);
+    CHECK_CMP(errno, ==, ENOMEM);
 
     void *q = (void *)0x1;
     errno = 1234;
-    CHECK(strata_posix_memalign(&q, 4, 16) == EINVAL);
-    CHECK(strata_posix_memalign(&q, 48, 16) == EINVAL);
-    CHECK(strata_posix_memalign(&q, 0, 16) == EINVAL);
-    CHECK(strata_posix_memalign(&q, 64, SIZE_MAX - 10) == ENOMEM);
-    CHECK(q == (void *)0x1);
-    CHECK(errno == 1234);
+    CHECK_CMP(strata_posix_memalign(&q, 4, 16), ==, EINVAL);
+    CHECK_CMP(strata_posix_memalign(&q, 48, 16), ==, EINVAL);
+    CHECK_CMP(strata_posix_memalign(&q, 0, 16), ==, EINVAL);
+    CHECK_CMP(strata_posix_memalign(&q, 64, SIZE_MAX - 10), ==, ENOMEM);
+    CHECK_CMP(q, ==, (void *)0x1);
+    CHECK_CMP(errno, ==, 1234);
 }
 
 static void test_usable_size(void)
 {
     int on_stack;
-    CHECK(strata_usable_size(NULL) == 0);
-    CHECK(strata_usable_size(&on_stack) == 0);
+    CHECK_CMP(strata_usable_size(NULL), ==, 0);
+    CHECK_CMP(strata_usable_size(&on_stack), ==, 0);
     static char in_data[64];
-    CHECK(strata_usable_size(in_data) == 0);
+    CHECK_CMP(strata_usable_size(in_data), ==, 0);
     void *big = strata_malloc(1 << 20);
-    CHECK(strata_usable_size(big) >= (1 << 20));
-    CHECK(strata_usable_size((char *)big + 4096) == 0);
+    CHECK_CMP(strata_usable_size(big), >=, (1 << 20));
+    CHECK_CMP(strata_usable_size((char *)big + 4096), ==, 0);
     strata_free(big);
 }
 
@@ -308,8 +328,8 @@ static void test_version(void)
              STRATA_VERSION_PATCH);
     CHECK(strcmp(STRATA_VERSION, expected) == 0);
     CHECK(strcmp(strata_version(), STRATA_VERSION) == 0);
-    CHECK(STRATA_VERSION_NUMBER == STRATA_VERSION_MAJOR * 10000 + STRATA_VERSION_MINOR * 100 +
-                                       STRATA_VERSION_PATCH);
+    CHECK_CMP(STRATA_VERSION_NUMBER, ==, STRATA_VERSION_MAJOR * 10000 + STRATA_VERSION_MINOR * 100 +
+                                             STRATA_VERSION_PATCH);
     char text[65536];
     FILE *out = fmemopen(text, sizeof text, "w");
     CHECK(out != NULL);
@@ -326,16 +346,19 @@ static void test_version(void)
     CHECK(strstr(text, field) == text);
 }
 
-int main(void)
+static const struct check_test tests[] = {
+    {"version", test_version},
+    {"malloc", test_malloc},
+    {"calloc", test_calloc},
+    {"realloc", test_realloc},
+    {"large_growth", test_large_growth},
+    {"large_reuse", test_large_reuse},
+    {"large_cache_sizes", test_large_cache_sizes},
+    {"aligned", test_aligned},
+    {"usable_size", test_usable_size},
+};
+
+int main(int argc, char **argv)
 {
-    test_version();
-    test_malloc();
-    test_calloc();
-    test_realloc();
-    test_large_growth();
-    test_large_reuse();
-    test_large_cache_sizes();
-    test_aligned();
-    test_usable_size();
-    return check_finish();
+    return check_main(argc, argv, CHECK_TESTS(tests), CHECK_NO_CASES);
 }
