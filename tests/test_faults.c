@@ -126,15 +126,16 @@ static void test_api_under_faults(void)
            "%lu purge, %lu unmap\n",
            failures, successes, os_fault_count(OS_FAULT_MAP), os_fault_count(OS_FAULT_REMAP),
            os_fault_count(OS_FAULT_PURGE), os_fault_count(OS_FAULT_UNMAP));
-    CHECK(failures > 0 && successes > 0); /* the faults reached the API */
-    CHECK(bad_errno == 0);
-    CHECK(damaged == 0);
+    CHECK_CMP(failures, >, 0); /* the faults reached the API */
+    CHECK_CMP(successes, >, 0);
+    CHECK_CMP(bad_errno, ==, 0);
+    CHECK_CMP(damaged, ==, 0);
     for (int i = 0; i < HELD; i++) {
         damaged += held[i].p != NULL && !intact(held[i].p, held[i].n, held[i].tag);
         strata_free(held[i].p);
         held[i].p = NULL;
     }
-    CHECK(damaged == 0);
+    CHECK_CMP(damaged, ==, 0);
     /* With the OS willing again, every kind of allocation works. */
     int all = 1;
     for (size_t n = 1; n <= ((size_t)32 << 20); n *= 3) {
@@ -190,8 +191,9 @@ static void test_realloc_growth(void)
         s[n - 1] = (char)('a' + n % 26);
     }
     faults_off();
-    CHECK(failures > 0);
-    CHECK(bad == 0 && s[0] == 'a');
+    CHECK_CMP(failures, >, 0);
+    CHECK_CMP(bad, ==, 0);
+    CHECK_CMP(s[0], ==, 'a');
     strata_free(s);
 }
 
@@ -241,7 +243,8 @@ static void test_arena_and_contexts(void)
         bad += strata_ctx_free(root) != 0;
     }
     faults_off();
-    CHECK(failures > 0 && bad == 0);
+    CHECK_CMP(failures, >, 0);
+    CHECK_CMP(bad, ==, 0);
 }
 
 /* Threads hand blocks to each other through shared slots while the OS
@@ -299,8 +302,8 @@ static void test_threads(void)
             check_and_free(h);
     }
     printf("threads: %ld allocations failed\n", (long)atomic_load(&thread_failures));
-    CHECK(atomic_load(&thread_failures) > 0);
-    CHECK(atomic_load(&thread_bad) == 0);
+    CHECK_CMP(atomic_load(&thread_failures), >, 0);
+    CHECK_CMP(atomic_load(&thread_bad), ==, 0);
     CHECK_SOUND(heap_check(thread_heap));
 }
 
@@ -346,7 +349,8 @@ static void test_arena_marks(void)
     }
     int failed_errno = errno;
     faults_off();
-    CHECK(failed > 0 && failed_errno == ENOMEM);
+    CHECK_CMP(failed, >, 0);
+    CHECK_CMP(failed_errno, ==, ENOMEM);
     if (failed > 0) {
         strata_arena_release(a, marks[failed]); /* does nothing */
         char *p = strata_arena_alloc(a, 100);
@@ -364,17 +368,20 @@ static void test_nth_failures(void)
     void *bad;
     pthread_create(&t, NULL, first_calls, NULL);
     pthread_join(t, &bad);
-    CHECK(bad == NULL);
-    CHECK(os_fault_count(OS_FAULT_MAP) > before);
+    CHECK_CMP((intptr_t)bad, ==, 0);
+    CHECK_CMP(os_fault_count(OS_FAULT_MAP), >, before);
 }
 
-int main(void)
+static const struct check_test tests[] = {
+    {"nth_failures", test_nth_failures},
+    {"api_under_faults", test_api_under_faults},
+    {"realloc_growth", test_realloc_growth},
+    {"arena_and_contexts", test_arena_and_contexts},
+    {"arena_marks", test_arena_marks},
+    {"threads", test_threads},
+};
+
+int main(int argc, char **argv)
 {
-    test_nth_failures();
-    test_api_under_faults();
-    test_realloc_growth();
-    test_arena_and_contexts();
-    test_arena_marks();
-    test_threads();
-    return check_finish();
+    return check_main(argc, argv, CHECK_TESTS(tests), CHECK_NO_CASES);
 }

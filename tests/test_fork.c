@@ -57,7 +57,8 @@ static int child_work(void)
     return 0;
 }
 
-int main(void)
+/* 200 forks while 4 threads allocate and free: every child exits cleanly. */
+static void test_fork_while_allocating(void)
 {
     /* The sanitizers' own allocators are not fork-safe: a child thread can
      * block on a lock that a parent thread held inside ASan or TSan. */
@@ -79,10 +80,20 @@ int main(void)
         if (pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
             WEXITSTATUS(status) == 0)
             clean_exits++;
+        else if (clean_exits == i) /* the first child that did not */
+            printf("fork %d: child ended with status 0x%x\n", i, (unsigned)status);
     }
     atomic_store(&stop, 1);
     for (int i = 0; i < 4; i++)
         pthread_join(threads[i], NULL);
-    CHECK(clean_exits == forks);
-    return check_finish();
+    CHECK_CMP(clean_exits, ==, forks);
+}
+
+static const struct check_test tests[] = {
+    {"fork_while_allocating", test_fork_while_allocating},
+};
+
+int main(int argc, char **argv)
+{
+    return check_main(argc, argv, CHECK_TESTS(tests), CHECK_NO_CASES);
 }

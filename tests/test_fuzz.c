@@ -239,7 +239,9 @@ static void *fuzz_thread(void *arg)
     return NULL;
 }
 
-int main(void)
+/* Two rounds of THREADS threads fuzzing at once, then everything they
+ * left in the slots retired: no failure, and nothing left allocated. */
+static void test_differential(void)
 {
     const char *s = getenv("FUZZ_STEPS");
     if (s != NULL)
@@ -265,9 +267,18 @@ int main(void)
         if (t != NULL)
             retire(t);
     }
-    CHECK(atomic_load(&failures) == 0);
+    CHECK_CMP(atomic_load(&failures), ==, 0);
     struct strata_stats stats;
     strata_stats_get(&stats);
-    CHECK(stats.allocated == 0 && stats.large_blocks == 0); /* everything came back */
-    return check_finish();
+    CHECK_CMP(stats.allocated, ==, 0); /* everything came back */
+    CHECK_CMP(stats.large_blocks, ==, 0);
+}
+
+static const struct check_test tests[] = {
+    {"differential", test_differential},
+};
+
+int main(int argc, char **argv)
+{
+    return check_main(argc, argv, CHECK_TESTS(tests), CHECK_NO_CASES);
 }

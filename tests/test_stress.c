@@ -89,7 +89,10 @@ static void drain(void)
     }
 }
 
-int main(void)
+/* Seven rounds of THREADS threads, the blocks of exited threads freed by
+ * later ones and by this thread: every block intact, every heap sound, and
+ * the memory back once all are freed. */
+static void test_handoff(void)
 {
     const char *scale = getenv("STRESS_SCALE");
     if (scale != NULL && atof(scale) > 0)
@@ -119,17 +122,25 @@ int main(void)
     size_t end = resident_bytes();
     size_t end_mapped = os_mapped_bytes();
 
-    CHECK(atomic_load(&bad_blocks) == 0);
-    CHECK(atomic_load(&broken_heaps) == 0);
-    CHECK(atomic_load(&blocks_checked) > ops_per_thread * THREADS * 6);
+    CHECK_CMP(atomic_load(&bad_blocks), ==, 0);
+    CHECK_CMP(atomic_load(&broken_heaps), ==, 0);
+    CHECK_CMP(atomic_load(&blocks_checked), >, ops_per_thread * THREADS * 6);
     printf("resident at start %zu KiB, after all threads and frees %zu KiB\n",
            start / 1024, end / 1024);
     printf("strata's mappings at start %zu KiB, at the end %zu KiB\n", start_mapped / 1024,
            end_mapped / 1024);
     /* What strata still maps: the main heap's segment, the purged segment
      * cache and the heap pool, not the blocks of dead threads. */
-    CHECK(end_mapped <= start_mapped + (SEGMENT_CACHE_MAX + 2) * SEGMENT_SIZE);
+    CHECK_CMP(end_mapped, <=, start_mapped + (SEGMENT_CACHE_MAX + 2) * SEGMENT_SIZE);
     if (resident_is_meaningful())
-        CHECK(end < start + 8 * 1024 * 1024);
-    return check_finish();
+        CHECK_CMP(end, <, start + 8 * 1024 * 1024);
+}
+
+static const struct check_test tests[] = {
+    {"handoff", test_handoff},
+};
+
+int main(int argc, char **argv)
+{
+    return check_main(argc, argv, CHECK_TESTS(tests), CHECK_NO_CASES);
 }
