@@ -6,7 +6,9 @@
 
 #include "check.h"
 
-int main(void)
+/* Touching a 64 MB mapping shows in the current reading and stays in the
+ * peak one after it is gone. */
+static void test_readings(void)
 {
     struct bench_memory before = bench_current_memory();
     size_t size = (size_t)64 << 20;
@@ -14,17 +16,30 @@ int main(void)
     CHECK(p != MAP_FAILED);
     memset(p, 1, size);
     struct bench_memory during = bench_current_memory();
-    CHECK(during.resident_mb - before.resident_mb > 60 && during.resident_mb - before.resident_mb < 80);
-    CHECK(during.virtual_mb - before.virtual_mb >= 63);
+    CHECK_CMP(during.resident_mb - before.resident_mb, >, 60);
+    CHECK_CMP(during.resident_mb - before.resident_mb, <, 80);
+    CHECK_CMP(during.virtual_mb - before.virtual_mb, >=, 63);
     munmap(p, size);
     struct bench_memory after = bench_current_memory();
     struct bench_memory peak = bench_peak_memory();
-    CHECK(after.resident_mb < during.resident_mb - 60);
-    CHECK(peak.resident_mb >= during.resident_mb - 0.5);
-    CHECK(peak.virtual_mb >= during.virtual_mb - 0.5);
+    CHECK_CMP(after.resident_mb, <, during.resident_mb - 60);
+    CHECK_CMP(peak.resident_mb, >=, during.resident_mb - 0.5);
+    CHECK_CMP(peak.virtual_mb, >=, during.virtual_mb - 0.5);
+}
 
+static void test_median(void)
+{
     double odd[] = {5, 1, 3}, even[] = {4, 1, 3, 2};
-    CHECK(bench_median(odd, 3) == 3);
-    CHECK(bench_median(even, 4) == 2.5);
-    return check_finish();
+    CHECK_CMP(bench_median(odd, 3), ==, 3);
+    CHECK_CMP(bench_median(even, 4), ==, 2.5);
+}
+
+static const struct check_test tests[] = {
+    {"readings", test_readings},
+    {"median", test_median},
+};
+
+int main(int argc, char **argv)
+{
+    return check_main(argc, argv, CHECK_TESTS(tests), CHECK_NO_CASES);
 }

@@ -113,121 +113,191 @@ static size_t live_heaps(void)
     return stats.live_heaps;
 }
 
-/* Whether a measure comes down to `bound` with no call of this thread,
- * waiting up to five seconds (the purge delay is 10 ms; the machine may be
+/* A measure once it has come down to `bound` with no call of this thread,
+ * or after five seconds (the purge delay is 10 ms; the machine may be
  * busy, and a sanitizer slows the purger down tenfold). */
-static bool returns_to(size_t (*measure)(void), size_t bound)
+static size_t awaited(size_t (*measure)(void), size_t bound)
 {
     for (int i = 0; i < 500 && measure() > bound; i++)
         os_sleep_ns(10 * 1000 * 1000);
-    return measure() <= bound;
+    return measure();
 }
 
-static bool mapped_returns_to(size_t bound)
+static size_t mapped_awaited(size_t bound)
 {
-    return returns_to(os_mapped_bytes, bound);
+    return awaited(os_mapped_bytes, bound);
 }
 
-int main(void)
+/* Whether exited threads' heaps are parked for the next thread (or, with
+ * no purger thread or a delay of 0, given up at once). */
+static bool heaps_park(void)
 {
-    strata_free(strata_malloc(1)); /* the main heap exists from here */
-    size_t base_mapped = os_mapped_bytes();
-    size_t base_resident = resident_bytes();
-    size_t slack = (SEGMENT_CACHE_MAX + 1) * SEGMENT_SIZE; /* the purged segment cache */
+    return strata_options.purge_delay_ns != 0 && strata_options.background_purge != BACKGROUND_PURGE_NEVER;
+}
 
-    bool parks = strata_options.purge_delay_ns != 0 && strata_options.background_purge != BACKGROUND_PURGE_NEVER;
-    printf("exited threads' heaps are %s\n", parks ? "parked for the next thread" : "given up at once");
+/* What may stay mapped beyond the start: the purged segment cache. */
+#define SLACK ((SEGMENT_CACHE_MAX + 1) * SEGMENT_SIZE)
 
-    /* A thread that frees what it allocated leaves no mapping behind: at
-     * once without a purger, within the purge delay with one. */
+/* What strata maps and this process keeps resident before any test starts
+ * a thread, which each test's memory must come back to. Every test asks
+ * for it first, so that whichever tests run, it is measured once, before
+ * the first of them. */
+struct baseline {
+    size_t mapped, resident;
+};
+
+static struct baseline baseline(void)
+{
+    static struct baseline base;
+    static bool measured;
+    if (!measured) {
+        strata_free(strata_malloc(1)); /* the main heap exists from here */
+        base.mapped = os_mapped_bytes();
+        base.resident = resident_bytes();
+        measured = true;
+        printf("exited threads' heaps are %s\n", heaps_park() ? "parked for the next thread" : "given up at once");
+    }
+    return base;
+}
+
+/* A thread that frees what it allocated leaves no mapping behind: at once
+ * without a purger, within the purge delay with one. */
+static void test_freed_thread_unmaps(void)
+{
+    struct baseline base = baseline();
     size_t after_exit = run_thread(allocate_and_free);
-    if (!parks)
-        CHECK(after_exit <= base_mapped + slack);
-    CHECK(mapped_returns_to(base_mapped + slack));
+    if (!heaps_park())
+        CHECK_CMP(after_exit, <=, base.mapped + SLACK);
+    CHECK_CMP(mapped_awaited(base.mapped + SLACK), <=, base.mapped + SLACK);
+}
 
-    /* The next thread takes the last one's heap, and the statistics count
-     * only heaps with a thread. */
+/* The next thread takes the last one's heap, and the statistics count only
+ * heaps with a thread. */
+static void test_heap_reused(void)
+{
+    baseline();
     run_thread(note_heap);
     struct heap *first = seen_heap;
-    CHECK(live_heaps() == 1);
+    CHECK_CMP(live_heaps(), ==, 1);
     size_t mapped_before = os_mapped_bytes();
     run_thread(note_heap);
-    CHECK(seen_heap == first);
-    if (parks) /* parked with its segment: nothing new mapped */
-        CHECK(os_mapped_bytes() == mapped_before);
-    /* ... and, parked, with up to 1 MiB of its free memory resident: a
-     * thread that starts within the purge delay and writes 0.5 MB faults
-     * nothing in (three tries, in case this machine is too busy to start
-     * one in time). */
-    if (parks) {
-        long least = LONG_MAX;
-        for (int i = 0; i < 3 && least > 16; i++) {
-            run_thread_with(write_and_free, 512);
-            run_thread_with(write_and_free, 512);
-            least = write_faults < least ? write_faults : least;
-        }
-        printf("a thread writing 0.5 MB on an exited thread's heap: %ld page faults\n", least);
-        CHECK(least <= 16);
+    CHECK_CMP(seen_heap, ==, first);
+    if (heaps_park()) /* parked with its segment: nothing new mapped */
+        CHECK_CMP(os_mapped_bytes(), ==, mapped_before);
+}
+
+/* Parked, a heap keeps up to 1 MiB of its free memory resident: a thread
+ * that starts within the purge delay and writes 0.5 MB faults nothing in
+ * (three tries, in case this machine is too busy to start one in time). */
+static void test_parked_heap_resident(void)
+{
+    baseline();
+    if (!heaps_park()) {
+        printf("no heap is parked to start on\n");
+        return;
     }
-    /* More than that goes back as the thread exits, parked or not. */
+    long least = LONG_MAX;
+    for (int i = 0; i < 3 && least > 16; i++) {
+        run_thread_with(write_and_free, 512);
+        run_thread_with(write_and_free, 512);
+        least = write_faults < least ? write_faults : least;
+    }
+    printf("a thread writing 0.5 MB on an exited thread's heap: %ld page faults\n", least);
+    CHECK_CMP(least, <=, 16);
+}
+
+/* More than that goes back as the thread exits, parked or not. */
+static void test_exit_returns_resident(void)
+{
+    struct baseline base = baseline();
     run_thread_with(write_and_free, 8192);
     if (resident_is_meaningful())
-        CHECK(resident_bytes() <= base_resident + 2 * 1024 * 1024);
+        CHECK_CMP(resident_bytes(), <=, base.resident + 2 * 1024 * 1024);
+}
 
-    /* A thread exits holding 20 MB: the blocks stay valid after its exit. */
+/* A thread exits holding 20 MB: the blocks stay valid after its exit, and
+ * once this thread frees them the memory goes back, the parked heap's once
+ * the purger has retired it. */
+static void test_orphans(void)
+{
+    struct baseline base = baseline();
     size_t with_orphans = run_thread(allocate_and_keep);
-    CHECK(with_orphans >= base_mapped + (size_t)BLOCKS * 1000);
+    CHECK_CMP(with_orphans, >=, base.mapped + (size_t)BLOCKS * 1000);
     int intact = 1;
     for (size_t i = 0; i < BLOCKS; i++)
         intact &= ((unsigned char *)held[i])[999] == (unsigned char)i;
     CHECK(intact);
-    /* The main thread frees them: the memory goes back, the parked heap's
-     * once the purger has retired it. */
     for (size_t i = 0; i < BLOCKS; i++)
         strata_free(held[i]);
-    if (!parks)
-        CHECK(os_mapped_bytes() <= base_mapped + slack);
-    CHECK(mapped_returns_to(base_mapped + slack));
-    int resident_ok = resident_is_meaningful();
-    if (resident_ok)
-        CHECK(resident_bytes() <= base_resident + 2 * 1024 * 1024);
+    if (!heaps_park())
+        CHECK_CMP(os_mapped_bytes(), <=, base.mapped + SLACK);
+    CHECK_CMP(mapped_awaited(base.mapped + SLACK), <=, base.mapped + SLACK);
+    if (resident_is_meaningful())
+        CHECK_CMP(resident_bytes(), <=, base.resident + 2 * 1024 * 1024);
     printf("resident: %zu KiB at start, %zu KiB after the orphans were freed\n",
-           base_resident / 1024, resident_bytes() / 1024);
+           base.resident / 1024, resident_bytes() / 1024);
+}
 
-    /* strata_trim gives back a parked heap's memory at once. */
+/* strata_trim gives back a parked heap's memory at once. */
+static void test_trim_parked(void)
+{
+    struct baseline base = baseline();
     run_thread(allocate_and_keep);
     for (size_t i = 0; i < BLOCKS; i++)
         strata_free(held[i]);
     strata_trim();
-    CHECK(os_mapped_bytes() <= base_mapped + slack);
+    CHECK_CMP(os_mapped_bytes(), <=, base.mapped + SLACK);
+}
 
-    /* 300 threads come and go: heaps are reused, nothing accumulates. */
+/* 300 threads come and go: heaps are reused, nothing accumulates. */
+static void test_thread_churn(void)
+{
+    struct baseline base = baseline();
     for (int i = 0; i < 300; i++)
         run_thread(allocate_and_free);
-    CHECK(os_mapped_bytes() <= base_mapped + slack + 64 * 1024);
-    if (resident_ok) /* the last one's heap, parked, within the delay */
-        CHECK(returns_to(resident_bytes, base_resident + 2 * 1024 * 1024));
+    CHECK_CMP(os_mapped_bytes(), <=, base.mapped + SLACK + 64 * 1024);
+    if (resident_is_meaningful()) /* the last one's heap, parked, within the delay */
+        CHECK_CMP(awaited(resident_bytes, base.resident + 2 * 1024 * 1024), <=, base.resident + 2 * 1024 * 1024);
+}
 
-    /* 600 threads each exit with one small block alive: the next threads
-     * adopt the segments they leave, so what stays mapped is bounded by the
-     * live blocks plus a constant, not a segment per thread (2.4 GB). */
+/* 600 threads each exit with one small block alive: the next threads adopt
+ * the segments they leave, so what stays mapped is bounded by the live
+ * blocks plus a constant, not a segment per thread (2.4 GB). */
+static void test_churn_with_survivors(void)
+{
+    struct baseline base = baseline();
     size_t peak = 0;
     for (churn_index = 0; churn_index < CHURN_THREADS; churn_index++) {
         size_t mapped = run_thread(allocate_keep_one);
         peak = mapped > peak ? mapped : peak;
     }
     printf("thread churn with survivors: %zu MiB mapped at most\n", peak >> 20);
-    CHECK(peak <= base_mapped + slack + 16 * SEGMENT_SIZE);
-    CHECK(atomic_load(&churn_broken) == 0);
+    CHECK_CMP(peak, <=, base.mapped + SLACK + 16 * SEGMENT_SIZE);
+    CHECK_CMP(atomic_load(&churn_broken), ==, 0);
     int survived = 1;
     for (int i = 0; i < CHURN_THREADS; i++) {
         survived &= survivors[i][0] == (unsigned char)(i & 0xff) && survivors[i][15] == (unsigned char)(i & 0xff);
         strata_free(survivors[i]);
     }
     CHECK(survived);
-    CHECK(mapped_returns_to(base_mapped + slack + 64 * 1024));
+    CHECK_CMP(mapped_awaited(base.mapped + SLACK + 64 * 1024), <=, base.mapped + SLACK + 64 * 1024);
     struct strata_stats stats;
     strata_stats_get(&stats);
-    CHECK(stats.abandoned_segments == 0);
-    return check_finish();
+    CHECK_CMP(stats.abandoned_segments, ==, 0);
+}
+
+static const struct check_test tests[] = {
+    {"freed_thread_unmaps", test_freed_thread_unmaps},
+    {"heap_reused", test_heap_reused},
+    {"parked_heap_resident", test_parked_heap_resident},
+    {"exit_returns_resident", test_exit_returns_resident},
+    {"orphans", test_orphans},
+    {"trim_parked", test_trim_parked},
+    {"thread_churn", test_thread_churn},
+    {"churn_with_survivors", test_churn_with_survivors},
+};
+
+int main(int argc, char **argv)
+{
+    return check_main(argc, argv, CHECK_TESTS(tests), CHECK_NO_CASES);
 }

@@ -12,8 +12,9 @@
  * array of its class's power of two, and no two blocks share one. (The
  * layout is the same function in every build; the default flavour only
  * leaves those slices to pages.) */
-static void check_block_states(void)
+static void test_block_states(void)
 {
+    sizeclass_init();
     enum { STATE_COUNT = STATE_REGION_BYTES / sizeof(uint16_t), FIRST_SLICE = 1 + STATE_REGION_SLICES, LAYOUTS = 300 };
     static uint8_t taken[STATE_COUNT];
     char *base = (char *)((uintptr_t)64 << 40); /* a segment's address: never touched */
@@ -52,20 +53,31 @@ static void check_block_states(void)
     CHECK(inside);
     CHECK(in_own_array);
     CHECK(distinct);
-    CHECK(states > (size_t)(SLICES_PER_SEGMENT - FIRST_SLICE) * SLICE_SIZE / 16); /* the 16-byte layout's */
+    CHECK_CMP(states, >, (size_t)(SLICES_PER_SEGMENT - FIRST_SLICE) * SLICE_SIZE / 16); /* the 16-byte layout's */
 }
 
-int main(void)
+/* Classes grow, from the 16-byte one to SMALL_MAX. */
+static void test_class_sizes(void)
 {
     sizeclass_init();
     int increasing = 1;
     for (unsigned c = 1; c < CLASS_COUNT; c++)
         increasing &= class_size[c] > class_size[c - 1];
     CHECK(increasing);
-    CHECK(class_size[0] == 16); /* a free block's two words; malloc(0) 16-aligned, as glibc's */
-    CHECK(size_class(0) == 0 && size_class(1) == 0 && size_class(16) == 0 && size_class(17) == 1);
-    CHECK(class_size[CLASS_COUNT - 1] == SMALL_MAX);
+    CHECK_CMP(class_size[0], ==, 16); /* a free block's two words; malloc(0) 16-aligned, as glibc's */
+    CHECK_CMP(size_class(0), ==, 0);
+    CHECK_CMP(size_class(1), ==, 0);
+    CHECK_CMP(size_class(16), ==, 0);
+    CHECK_CMP(size_class(17), ==, 1);
+    CHECK_CMP(class_size[CLASS_COUNT - 1], ==, SMALL_MAX);
+    CHECK_CMP(size_class(SMALL_MAX), ==, CLASS_COUNT - 1);
+}
 
+/* Every size maps to the smallest class that holds it, within 12.5% above
+ * 64 bytes, and the direct table agrees. */
+static void test_every_size(void)
+{
+    sizeclass_init();
     int fits = 1, smallest = 1, waste_ok = 1, direct_ok = 1;
     for (size_t n = 0; n <= SMALL_MAX; n++) {
         unsigned c = size_class(n);
@@ -86,9 +98,13 @@ int main(void)
     CHECK(smallest);
     CHECK(waste_ok);
     CHECK(direct_ok);
+}
 
-    /* A class whose size is not a multiple of 16 only holds requests that are
-     * not multiples of 16 either, so 8-byte alignment serves them. */
+/* A class whose size is not a multiple of 16 only holds requests that are
+ * not multiples of 16 either, so 8-byte alignment serves them. */
+static void test_alignment(void)
+{
+    sizeclass_init();
     int alignment_ok = 1;
     for (unsigned c = 1; c < CLASS_COUNT; c++) {
         if (class_size[c] % 16 == 0)
@@ -100,8 +116,12 @@ int main(void)
             alignment_ok = 0;
     }
     CHECK(alignment_ok);
+}
 
-    /* Pages hold at least 4 blocks and fit in a segment beside its header. */
+/* Pages hold at least 4 blocks and fit in a segment beside its header. */
+static void test_pages(void)
+{
+    sizeclass_init();
     int pages_ok = 1;
     for (unsigned c = 0; c < CLASS_COUNT; c++) {
         size_t slices = class_slices(c);
@@ -109,12 +129,15 @@ int main(void)
             pages_ok = 0;
     }
     CHECK(pages_ok);
-    CHECK(size_class(SMALL_MAX) == CLASS_COUNT - 1);
+}
 
-    /* Block keys: every offset in a segment whose key is below n block keys
-     * is the start of one of the first n blocks, and every such start has
-     * that key. Exhaustive over the offsets a page of each class can hold,
-     * and at every offset of a segment for classes of every kind. */
+/* Block keys: every offset in a segment whose key is below n block keys
+ * is the start of one of the first n blocks, and every such start has
+ * that key. Exhaustive over the offsets a page of each class can hold,
+ * and at every offset of a segment for classes of every kind. */
+static void test_block_keys(void)
+{
+    sizeclass_init();
     int keys_ok = 1;
     for (unsigned c = 0; c < CLASS_COUNT; c++) {
         uint64_t multiplier = class_multiplier[c];
@@ -131,7 +154,20 @@ int main(void)
         }
     }
     CHECK(keys_ok);
-    CHECK(class_multiplier[CLASS_COUNT] == 0 && class_block_key[CLASS_COUNT] == 0);
-    check_block_states();
-    return check_finish();
+    CHECK_CMP(class_multiplier[CLASS_COUNT], ==, 0);
+    CHECK_CMP(class_block_key[CLASS_COUNT], ==, 0);
+}
+
+static const struct check_test tests[] = {
+    {"class_sizes", test_class_sizes},
+    {"every_size", test_every_size},
+    {"alignment", test_alignment},
+    {"pages", test_pages},
+    {"block_keys", test_block_keys},
+    {"block_states", test_block_states},
+};
+
+int main(int argc, char **argv)
+{
+    return check_main(argc, argv, CHECK_TESTS(tests), CHECK_NO_CASES);
 }
