@@ -226,7 +226,10 @@ static inline int check_main(int argc, char **argv, const struct check_test *tes
                 return child->run();
             }
         }
-        fprintf(stderr, "%s: no case named '%s'; its cases:\n", program, argc == 3 ? argv[2] : "");
+        if (argc == 3)
+            fprintf(stderr, "%s: no case named '%s'; its cases:\n", program, argv[2]);
+        else
+            fprintf(stderr, "%s: --case takes one case's name; its cases:\n", program);
         for (size_t i = 0; i < case_count; i++)
             fprintf(stderr, "  %s\n", check_case_at(cases, case_stride, i)->name);
         return 2;
@@ -285,9 +288,10 @@ static inline int resident_is_meaningful(void)
 }
 
 /* A child run of this test program: `check_spawn(case, "A=1 B=2")` execs
- * /proc/self/exe with the case as its argument, the STRATA_* variables of
- * this process removed and the given ones set; returns how it ended and
- * what it wrote on stdout and stderr. */
+ * /proc/self/exe with `--case CASE` as its arguments (check_main runs the
+ * case of that name), the STRATA_* variables of this process removed and
+ * the given ones set; returns how it ended and what it wrote on stdout and
+ * stderr. */
 struct outcome {
     int status;
     char output[8192];
@@ -319,7 +323,7 @@ static inline struct outcome check_spawn(const char *name, const char *env)
         snprintf(copy, sizeof copy, "%s", env ? env : "");
         for (char *item = strtok(copy, " "); item != NULL; item = strtok(NULL, " "))
             putenv(item);
-        execl("/proc/self/exe", "test", name, (char *)NULL);
+        execl("/proc/self/exe", "test", "--case", name, (char *)NULL);
         _exit(127);
     }
     close(pipe_fds[1]);

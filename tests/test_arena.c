@@ -38,17 +38,23 @@ static void test_basics(void)
     CHECK(a != NULL);
     void *p = strata_arena_alloc(a, 1);
     void *q = strata_arena_alloc(a, 24);
-    CHECK(p && q && ((uintptr_t)p & 15) == 0 && ((uintptr_t)q & 15) == 0 && p != q);
+    CHECK(p && q && ((uintptr_t)p & 15) == 0 && ((uintptr_t)q & 15) == 0);
+    CHECK_CMP(p, !=, q);
     void *r = strata_arena_alloc_aligned(a, 10, 4096);
-    CHECK(r != NULL && ((uintptr_t)r & 4095) == 0);
+    CHECK(r != NULL);
+    CHECK_CMP((uintptr_t)r % 4096, ==, 0);
     void *huge_align = strata_arena_alloc_aligned(a, 10, (size_t)1 << 20);
-    CHECK(huge_align != NULL && ((uintptr_t)huge_align & ((1 << 20) - 1)) == 0);
+    CHECK(huge_align != NULL);
+    CHECK_CMP((uintptr_t)huge_align % (1 << 20), ==, 0);
     errno = 0;
-    CHECK(strata_arena_alloc_aligned(a, 10, 24) == NULL && errno == EINVAL);
+    CHECK_CMP(strata_arena_alloc_aligned(a, 10, 24), ==, NULL);
+    CHECK_CMP(errno, ==, EINVAL);
     errno = 0;
-    CHECK(strata_arena_alloc(a, SIZE_MAX) == NULL && errno == ENOMEM);
+    CHECK_CMP(strata_arena_alloc(a, SIZE_MAX), ==, NULL);
+    CHECK_CMP(errno, ==, ENOMEM);
     errno = 0;
-    CHECK(strata_arena_alloc(a, (size_t)1 << 46) == NULL && errno == ENOMEM);
+    CHECK_CMP(strata_arena_alloc(a, (size_t)1 << 46), ==, NULL);
+    CHECK_CMP(errno, ==, ENOMEM);
     char *s = strata_arena_strdup(a, "hello arena");
     CHECK(s && strcmp(s, "hello arena") == 0);
     char *t = strata_arena_strndup(a, "truncate me", 8);
@@ -56,12 +62,13 @@ static void test_basics(void)
     char *u = strata_arena_printf(a, "%s-%d-%05.1f", "x", 42, 3.14159);
     CHECK(u && strcmp(u, "x-42-003.1") == 0);
     strata_arena_reset(a);
-    CHECK(in_use(a) == 0);
+    CHECK_CMP(in_use(a), ==, 0);
     strata_arena_destroy(a);
     strata_arena_destroy(NULL);
     strata_arena_opts bad = {16, 0};
     errno = 0;
-    CHECK(strata_arena_new(&bad) == NULL && errno == EINVAL);
+    CHECK_CMP(strata_arena_new(&bad), ==, NULL);
+    CHECK_CMP(errno, ==, EINVAL);
 }
 
 static void test_marks(void)
@@ -78,16 +85,19 @@ static void test_marks(void)
     memset(big, 3, 1 << 20);
     struct strata_arena_stats s;
     strata_arena_stats(a, &s);
-    CHECK(s.big_blocks == 1 && s.chunks >= 3);
+    CHECK_CMP(s.big_blocks, ==, 1);
+    CHECK_CMP(s.chunks, >=, 3);
     strata_arena_release(a, inner);
     strata_arena_stats(a, &s);
-    CHECK(s.big_blocks == 0 && s.mapped < (1 << 20));
-    CHECK(in_use(a) > after_first);
+    CHECK_CMP(s.big_blocks, ==, 0);
+    CHECK_CMP(s.mapped, <, (1 << 20));
+    CHECK_CMP(in_use(a), >, after_first);
     strata_arena_release(a, outer); /* releases the inner marks too */
-    CHECK(in_use(a) == after_first);
+    CHECK_CMP(in_use(a), ==, after_first);
     CHECK(filled(first, 100, 1));
     strata_arena_stats(a, &s);
-    CHECK(s.chunks == 1 && s.cached_chunks == 2); /* the bound: 2 by default */
+    CHECK_CMP(s.chunks, ==, 1);
+    CHECK_CMP(s.cached_chunks, ==, 2); /* the bound: 2 by default */
     unsigned char *again = strata_arena_alloc(a, 100);
     CHECK(again == first + 112 || again > first); /* allocation goes on after `first` */
     strata_arena_destroy(a);
@@ -99,13 +109,16 @@ static void test_grow(void)
     unsigned char *p = strata_arena_alloc(a, 100);
     fill(p, 100, 5);
     unsigned char *q = strata_arena_grow(a, p, 300);
-    CHECK(q == p && filled(q, 100, 5)); /* the newest block grows in place */
+    CHECK_CMP(q, ==, p); /* the newest block grows in place */
+    CHECK(filled(q, 100, 5));
     fill(q, 300, 6);
     q = strata_arena_grow(a, q, 50); /* and shrinks in place */
-    CHECK(q == p && filled(q, 50, 6));
+    CHECK_CMP(q, ==, p);
+    CHECK(filled(q, 50, 6));
     unsigned char *other = strata_arena_alloc(a, 10);
     unsigned char *moved = strata_arena_grow(a, q, 2000);
-    CHECK(moved != q && filled(moved, 50, 6)); /* not the newest: moved */
+    CHECK_CMP(moved, !=, q); /* not the newest: moved */
+    CHECK(filled(moved, 50, 6));
     memset(other, 0, 10);
     /* The newest block grown in small steps past a chunk, then big. */
     unsigned char *s = strata_arena_alloc(a, 10);
@@ -147,7 +160,7 @@ static void test_chunk_cache_and_spike(void)
             memset(strata_arena_alloc(a, 200), round, 200);
         strata_arena_release(a, m);
     }
-    CHECK(os_map_count() == maps);
+    CHECK_CMP(os_map_count(), ==, maps);
 
     size_t start = resident_bytes();
     strata_mark m = strata_arena_mark(a);
@@ -155,12 +168,12 @@ static void test_chunk_cache_and_spike(void)
         memset(strata_arena_alloc(a, 100), 1, 100);
     struct strata_arena_stats s;
     strata_arena_stats(a, &s);
-    CHECK(s.high_water > (256u << 20));
+    CHECK_CMP(s.high_water, >, (256u << 20));
     strata_arena_release(a, m);
     strata_arena_stats(a, &s);
-    CHECK(s.mapped <= 4 * (64 << 10)); /* the current chunk and the bounded cache */
+    CHECK_CMP(s.mapped, <=, 4 * (64 << 10)); /* the current chunk and the bounded cache */
     if (resident_is_meaningful())
-        CHECK(resident_bytes() < start + 2 * 1024 * 1024);
+        CHECK_CMP(resident_bytes(), <, start + 2 * 1024 * 1024);
     strata_arena_destroy(a);
 }
 
@@ -226,50 +239,97 @@ static void test_model(void)
     strata_arena_destroy(a);
 }
 
-static int run_case(const char *name)
+/* The child cases: misuse of a mark, after a mark and a block in arena a
+ * (and an arena b beside it). Each says it survived if it was not stopped. */
+struct marked {
+    strata_arena *a, *b;
+    strata_mark m;
+    char *p;
+};
+
+static struct marked marked_arena(void)
 {
-    strata_arena *a = strata_arena_new(NULL);
-    strata_arena *b = strata_arena_new(NULL);
-    strata_mark m = strata_arena_mark(a);
-    char *p = strata_arena_alloc(a, 64);
-    if (strcmp(name, "release-twice") == 0) {
-        strata_arena_release(a, m);
-        strata_arena_release(a, m);
-    } else if (strcmp(name, "other-arena") == 0) {
-        strata_arena_release(b, m);
-    } else if (strcmp(name, "use-after-release") == 0) {
-        strata_arena_release(a, m);
-        p[3] = 'x'; /* AddressSanitizer stops here */
-    }
+    struct marked s;
+    s.a = strata_arena_new(NULL);
+    s.b = strata_arena_new(NULL);
+    s.m = strata_arena_mark(s.a);
+    s.p = strata_arena_alloc(s.a, 64);
+    return s;
+}
+
+static int survived(void)
+{
     printf("survived\n");
     return 0;
 }
 
-int main(int argc, char **argv)
+static int release_twice(void)
 {
-    if (argc == 2)
-        return run_case(argv[1]);
-    test_basics();
-    test_marks();
-    test_grow();
-    test_chunk_cache_and_spike();
-    test_model();
+    struct marked s = marked_arena();
+    strata_arena_release(s.a, s.m);
+    strata_arena_release(s.a, s.m);
+    return survived();
+}
 
+static int release_in_other_arena(void)
+{
+    struct marked s = marked_arena();
+    strata_arena_release(s.b, s.m);
+    return survived();
+}
+
+static int use_after_release(void)
+{
+    struct marked s = marked_arena();
+    strata_arena_release(s.a, s.m);
+    s.p[3] = 'x'; /* AddressSanitizer stops here */
+    return survived();
+}
+
+static const struct check_case cases[] = {
+    {"release-twice", release_twice},
+    {"other-arena", release_in_other_arena},
+    {"use-after-release", use_after_release},
+};
+
+/* A mark that is not live: reported, and nothing released; checked mode
+ * aborts. */
+static void test_dead_marks(void)
+{
     if (!children_runnable())
-        return check_finish();
-    /* A mark that is not live: reported, and nothing released; checked mode aborts. */
+        return;
     struct outcome o = check_spawn("release-twice", NULL);
     CHECK(exited_cleanly(&o) && strstr(o.output, "not live") && strstr(o.output, "survived"));
     o = check_spawn("release-twice", "STRATA_CHECK=1");
     CHECK(aborted(&o) && strstr(o.output, "not live"));
     o = check_spawn("other-arena", "STRATA_CHECK=1");
     CHECK(aborted(&o) && strstr(o.output, "not live"));
+}
+
+static void test_use_after_release(void)
+{
     const char *sanitizer = getenv("SANITIZER");
-    if (sanitizer != NULL && strcmp(sanitizer, "asan") == 0) {
-        o = check_spawn("use-after-release", NULL);
-        CHECK(!exited_cleanly(&o) && strstr(o.output, "use-after-poison") != NULL);
-    } else {
+    if (sanitizer == NULL || strcmp(sanitizer, "asan") != 0) {
         printf("use after release is checked in the ASan build (make test-asan)\n");
+        return;
     }
-    return check_finish();
+    if (!children_runnable())
+        return;
+    struct outcome o = check_spawn("use-after-release", NULL);
+    CHECK(!exited_cleanly(&o) && strstr(o.output, "use-after-poison") != NULL);
+}
+
+static const struct check_test tests[] = {
+    {"basics", test_basics},
+    {"marks", test_marks},
+    {"grow", test_grow},
+    {"chunk_cache_and_spike", test_chunk_cache_and_spike},
+    {"model", test_model},
+    {"dead_marks", test_dead_marks},
+    {"use_after_release", test_use_after_release},
+};
+
+int main(int argc, char **argv)
+{
+    return check_main(argc, argv, CHECK_TESTS(tests), CHECK_CASES(cases));
 }

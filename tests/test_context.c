@@ -40,46 +40,66 @@ static void test_shape(void)
 {
     char *root = strata_ctx_alloc(NULL, 0);
     CHECK(root != NULL && strata_ctx_parent(root) == NULL);
-    CHECK(strata_ctx_size(root) == 0 && strata_ctx_total_blocks(root) == 1);
+    CHECK_CMP(strata_ctx_size(root), ==, 0);
+    CHECK_CMP(strata_ctx_total_blocks(root), ==, 1);
     char *a = strata_ctx_alloc(root, 100);
     char *b = strata_ctx_zalloc(root, 40);
     char *a1 = strata_ctx_strdup(a, "hello");
     char *a2 = strata_ctx_alloc_array(a, 10, sizeof(int));
     CHECK(a && b && a1 && a2);
-    CHECK(((uintptr_t)a | (uintptr_t)b | (uintptr_t)a1 | (uintptr_t)a2) % 16 == 0);
-    CHECK(b[0] == 0 && b[39] == 0 && strcmp(a1, "hello") == 0);
-    CHECK(strata_ctx_parent(a) == root && strata_ctx_parent(b) == root);
-    CHECK(strata_ctx_parent(a1) == a && strata_ctx_parent(a2) == a);
-    CHECK(strata_ctx_size(a) == 100 && strata_ctx_size(a1) == 6 && strata_ctx_size(a2) == 40);
-    CHECK(strata_ctx_total_size(root) == 100 + 40 + 6 + 40);
-    CHECK(strata_ctx_total_blocks(root) == 5 && strata_ctx_total_blocks(a) == 3);
+    CHECK_CMP(((uintptr_t)a | (uintptr_t)b | (uintptr_t)a1 | (uintptr_t)a2) % 16, ==, 0);
+    CHECK_CMP(b[0], ==, 0);
+    CHECK_CMP(b[39], ==, 0);
+    CHECK(strcmp(a1, "hello") == 0);
+    CHECK_CMP(strata_ctx_parent(a), ==, root);
+    CHECK_CMP(strata_ctx_parent(b), ==, root);
+    CHECK_CMP(strata_ctx_parent(a1), ==, a);
+    CHECK_CMP(strata_ctx_parent(a2), ==, a);
+    CHECK_CMP(strata_ctx_size(a), ==, 100);
+    CHECK_CMP(strata_ctx_size(a1), ==, 6);
+    CHECK_CMP(strata_ctx_size(a2), ==, 40);
+    CHECK_CMP(strata_ctx_total_size(root), ==, 100 + 40 + 6 + 40);
+    CHECK_CMP(strata_ctx_total_blocks(root), ==, 5);
+    CHECK_CMP(strata_ctx_total_blocks(a), ==, 3);
     CHECK(TREE_OK(root));
 
     char *s = strata_ctx_asprintf(b, "%d-%s-%0300d", 42, "x", 7); /* longer than the stack buffer */
-    CHECK(s != NULL && strncmp(s, "42-x-000", 8) == 0 && strlen(s) == 305);
+    CHECK(s != NULL && strncmp(s, "42-x-000", 8) == 0);
+    CHECK_CMP(s != NULL ? strlen(s) : 0, ==, 305);
     char *n = strata_ctx_strndup(b, "abcdef", 3);
-    CHECK(n != NULL && strcmp(n, "abc") == 0 && strata_ctx_size(n) == 4);
+    CHECK(n != NULL && strcmp(n, "abc") == 0);
+    CHECK_CMP(strata_ctx_size(n), ==, 4);
     char *m = strata_ctx_memdup(b, "\0\1\2", 3);
-    CHECK(m != NULL && m[2] == 2 && strata_ctx_parent(m) == b);
-    CHECK(strata_ctx_total_blocks(b) == 4 && TREE_OK(root));
+    CHECK(m != NULL && m[2] == 2);
+    CHECK_CMP(strata_ctx_parent(m), ==, b);
+    CHECK_CMP(strata_ctx_total_blocks(b), ==, 4);
+    CHECK(TREE_OK(root));
 
     errno = 0;
-    CHECK(strata_ctx_alloc_array(root, SIZE_MAX / 2, 3) == NULL && errno == ENOMEM);
+    CHECK(strata_ctx_alloc_array(root, SIZE_MAX / 2, 3) == NULL);
+    CHECK_CMP(errno, ==, ENOMEM);
     errno = 0;
-    CHECK(strata_ctx_alloc(root, SIZE_MAX - 8) == NULL && errno == ENOMEM);
-    CHECK(strata_ctx_total_blocks(root) == 8 && TREE_OK(root));
+    CHECK(strata_ctx_alloc(root, SIZE_MAX - 8) == NULL);
+    CHECK_CMP(errno, ==, ENOMEM);
+    CHECK_CMP(strata_ctx_total_blocks(root), ==, 8);
+    CHECK(TREE_OK(root));
 
     strata_ctx_set_name(a, "a");
     CHECK(strcmp(strata_ctx_name(a), "a") == 0 && strata_ctx_name(b) == NULL);
 
     /* Freeing a middle node takes its subtree and leaves its siblings. */
-    CHECK(strata_ctx_free(a) == 0);
-    CHECK(strata_ctx_total_blocks(root) == 5 && strata_ctx_total_size(root) == 40 + 306 + 4 + 3);
-    CHECK(strata_ctx_parent(b) == root && TREE_OK(root));
+    CHECK_CMP(strata_ctx_free(a), ==, 0);
+    CHECK_CMP(strata_ctx_total_blocks(root), ==, 5);
+    CHECK_CMP(strata_ctx_total_size(root), ==, 40 + 306 + 4 + 3);
+    CHECK_CMP(strata_ctx_parent(b), ==, root);
+    CHECK(TREE_OK(root));
     strata_ctx_free_children(b);
-    CHECK(strata_ctx_total_blocks(root) == 2 && strata_ctx_total_blocks(b) == 1 && TREE_OK(root));
-    CHECK(strata_ctx_free(root) == 0);
-    CHECK(strata_ctx_free(NULL) == -1 && strata_ctx_steal(root, NULL) == NULL);
+    CHECK_CMP(strata_ctx_total_blocks(root), ==, 2);
+    CHECK_CMP(strata_ctx_total_blocks(b), ==, 1);
+    CHECK(TREE_OK(root));
+    CHECK_CMP(strata_ctx_free(root), ==, 0);
+    CHECK_CMP(strata_ctx_free(NULL), ==, -1);
+    CHECK(strata_ctx_steal(root, NULL) == NULL);
 }
 
 struct point {
@@ -94,18 +114,21 @@ struct circle {
 static void test_typed(void)
 {
     struct circle *c = strata_ctx_new(NULL, struct circle);
-    CHECK(c != NULL && c->centre == NULL && c->radius == 0.0 && strata_ctx_size(c) == sizeof *c);
+    CHECK(c != NULL && c->centre == NULL);
+    CHECK_CMP(c->radius, ==, 0.0);
+    CHECK_CMP(strata_ctx_size(c), ==, sizeof *c);
     CHECK(strcmp(strata_ctx_name(c), "struct circle") == 0);
     c->centre = strata_ctx_new(c, struct point);
     void *opaque = c->centre;
-    CHECK(strata_ctx_get_type(opaque, struct point) == c->centre);
-    CHECK(strata_ctx_get_type((void *)c, struct circle) == c);
+    CHECK_CMP(strata_ctx_get_type(opaque, struct point), ==, c->centre);
+    CHECK_CMP(strata_ctx_get_type((void *)c, struct circle), ==, c);
     CHECK(strata_ctx_get_type(NULL, struct circle) == NULL);
     /* A name set by hand, equal but not the same pointer, matches too. */
     char *named = strata_ctx_alloc(c, 8);
     char type_name[] = "struct point";
     strata_ctx_set_name(named, type_name);
-    CHECK(strata_ctx_get_type(named, struct point) == (void *)named && TREE_OK(c));
+    CHECK_CMP(strata_ctx_get_type(named, struct point), ==, (void *)named);
+    CHECK(TREE_OK(c));
     strata_ctx_free(c);
 }
 
@@ -117,12 +140,15 @@ static void test_sibling_positions(void)
     for (int i = 0; i < 6; i++)
         kids[i] = strata_ctx_alloc(root, (size_t)i + 1);
     for (int i = 0; i < 6; i++)
-        CHECK(strata_ctx_parent(kids[i]) == root);
+        CHECK_CMP(strata_ctx_parent(kids[i]), ==, root);
     strata_ctx_free(kids[5]); /* newest: the head */
     strata_ctx_free(kids[2]); /* middle */
     strata_ctx_free(kids[0]); /* oldest: the tail */
-    CHECK(strata_ctx_total_blocks(root) == 4 && strata_ctx_total_size(root) == 2 + 4 + 5);
-    CHECK(strata_ctx_parent(kids[1]) == root && strata_ctx_parent(kids[4]) == root && TREE_OK(root));
+    CHECK_CMP(strata_ctx_total_blocks(root), ==, 4);
+    CHECK_CMP(strata_ctx_total_size(root), ==, 2 + 4 + 5);
+    CHECK_CMP(strata_ctx_parent(kids[1]), ==, root);
+    CHECK_CMP(strata_ctx_parent(kids[4]), ==, root);
+    CHECK(TREE_OK(root));
     strata_ctx_free(root);
 }
 
@@ -166,7 +192,7 @@ static void test_destructors(void)
     named(a, '2');
     char *b = named(r, 'b');
     order_length = 0;
-    CHECK(strata_ctx_free(r) == 0);
+    CHECK_CMP(strata_ctx_free(r), ==, 0);
     CHECK(strcmp(order, "rba21") == 0);
 
     /* The destructor of the context itself refuses: nothing is freed. */
@@ -175,8 +201,11 @@ static void test_destructors(void)
     b = named(r, 'b');
     refuse_b = 1;
     order_length = 0;
-    CHECK(strata_ctx_free(b) == -1 && strcmp(order, "b") == 0);
-    CHECK(strata_ctx_total_blocks(r) == 3 && strata_ctx_parent(b) == r && TREE_OK(r));
+    CHECK_CMP(strata_ctx_free(b), ==, -1);
+    CHECK(strcmp(order, "b") == 0);
+    CHECK_CMP(strata_ctx_total_blocks(r), ==, 3);
+    CHECK_CMP(strata_ctx_parent(b), ==, r);
+    CHECK(TREE_OK(r));
 
     /* A descendant refuses: it stays, with its subtree, under the freed
      * context's parent; the rest goes. */
@@ -184,29 +213,34 @@ static void test_destructors(void)
     strata_ctx_steal(top, r);
     char *b_child = strata_ctx_strdup(b, "kept");
     order_length = 0;
-    CHECK(strata_ctx_free(r) == 0);
+    CHECK_CMP(strata_ctx_free(r), ==, 0);
     CHECK(strcmp(order, "rba") == 0);
-    CHECK(strata_ctx_parent(b) == top && strata_ctx_parent(b_child) == b);
-    CHECK(strata_ctx_total_blocks(top) == 3 && strcmp(b_child, "kept") == 0 && TREE_OK(top));
+    CHECK_CMP(strata_ctx_parent(b), ==, top);
+    CHECK_CMP(strata_ctx_parent(b_child), ==, b);
+    CHECK_CMP(strata_ctx_total_blocks(top), ==, 3);
+    CHECK(strcmp(b_child, "kept") == 0 && TREE_OK(top));
     refuse_b = 0;
     strata_ctx_set_destructor(b, NULL);
     order_length = 0;
-    CHECK(strata_ctx_free(top) == 0 && order_length == 0);
+    CHECK_CMP(strata_ctx_free(top), ==, 0);
+    CHECK_CMP(order_length, ==, 0);
 
     /* A refusing descendant of a root becomes a root. */
     r = named(NULL, 'r');
     b = named(r, 'b');
     refuse_b = 1;
-    CHECK(strata_ctx_free(r) == 0 && strata_ctx_parent(b) == NULL && TREE_OK(b));
+    CHECK_CMP(strata_ctx_free(r), ==, 0);
+    CHECK(strata_ctx_parent(b) == NULL && TREE_OK(b));
     refuse_b = 0;
-    CHECK(strata_ctx_free(b) == 0);
+    CHECK_CMP(strata_ctx_free(b), ==, 0);
 
     /* A destructor that allocates under the context being freed. */
     r = named(NULL, 'r');
     named(r, 'g');
     grow_under = r;
     order_length = 0;
-    CHECK(strata_ctx_free(r) == 0 && strcmp(order, "rgL") == 0);
+    CHECK_CMP(strata_ctx_free(r), ==, 0);
+    CHECK(strcmp(order, "rgL") == 0);
     grow_under = NULL;
 
     /* free_children keeps the context and its destructor. */
@@ -215,8 +249,11 @@ static void test_destructors(void)
     named(r, 'y');
     order_length = 0;
     strata_ctx_free_children(r);
-    CHECK(strcmp(order, "yx") == 0 && strata_ctx_total_blocks(r) == 1 && TREE_OK(r));
-    CHECK(strata_ctx_free(r) == 0 && strcmp(order, "yxr") == 0);
+    CHECK(strcmp(order, "yx") == 0);
+    CHECK_CMP(strata_ctx_total_blocks(r), ==, 1);
+    CHECK(TREE_OK(r));
+    CHECK_CMP(strata_ctx_free(r), ==, 0);
+    CHECK(strcmp(order, "yxr") == 0);
 }
 
 /* A destructor freeing its own context, or the context being freed: -1. */
@@ -253,9 +290,12 @@ static void test_destructor_frees_ancestor(void)
     char *kid = strata_ctx_alloc(parent, 0);
     strata_ctx_set_destructor(kid, free_ancestor);
     ancestor_to_free = grand;
-    CHECK(strata_ctx_free(parent) == 0);
-    CHECK(ancestor_free_result == -1 && ancestor_free_errno == EBUSY);
-    CHECK(strata_ctx_total_blocks(grand) == 2 && strata_ctx_parent(sibling) == grand && TREE_OK(grand));
+    CHECK_CMP(strata_ctx_free(parent), ==, 0);
+    CHECK_CMP(ancestor_free_result, ==, -1);
+    CHECK_CMP(ancestor_free_errno, ==, EBUSY);
+    CHECK_CMP(strata_ctx_total_blocks(grand), ==, 2);
+    CHECK_CMP(strata_ctx_parent(sibling), ==, grand);
+    CHECK(TREE_OK(grand));
     /* The same from free_children of the grandparent's parent. */
     char *top = strata_ctx_alloc(NULL, 0);
     strata_ctx_steal(top, grand);
@@ -263,21 +303,29 @@ static void test_destructor_frees_ancestor(void)
     kid = strata_ctx_alloc(parent, 0);
     strata_ctx_set_destructor(kid, free_ancestor);
     ancestor_to_free = top;
-    CHECK(strata_ctx_free_children(grand) == 0 && ancestor_free_result == -1);
-    CHECK(strata_ctx_total_blocks(top) == 2 && TREE_OK(top));
+    CHECK_CMP(strata_ctx_free_children(grand), ==, 0);
+    CHECK_CMP(ancestor_free_result, ==, -1);
+    CHECK_CMP(strata_ctx_total_blocks(top), ==, 2);
+    CHECK(TREE_OK(top));
     /* A destructor freeing its own context's children: allowed. */
     strata_ctx_set_destructor(grand, free_own_children);
     strata_ctx_alloc(grand, 10);
     strata_ctx_alloc(grand, 20);
-    CHECK(strata_ctx_free(grand) == 0 && strata_ctx_total_blocks(top) == 1 && TREE_OK(top));
-    CHECK(strata_ctx_free(top) == 0);
+    CHECK_CMP(strata_ctx_free(grand), ==, 0);
+    CHECK_CMP(strata_ctx_total_blocks(top), ==, 1);
+    CHECK(TREE_OK(top));
+    CHECK_CMP(strata_ctx_free(top), ==, 0);
     /* NULL is "no context" for the getters and setters. */
     strata_ctx_set_name(NULL, "x");
     strata_ctx_set_destructor(NULL, free_own_children);
     errno = 0;
-    CHECK(strata_ctx_size(NULL) == 0 && strata_ctx_total_size(NULL) == 0 && strata_ctx_total_blocks(NULL) == 0);
+    CHECK_CMP(strata_ctx_size(NULL), ==, 0);
+    CHECK_CMP(strata_ctx_total_size(NULL), ==, 0);
+    CHECK_CMP(strata_ctx_total_blocks(NULL), ==, 0);
     CHECK(strata_ctx_name(NULL) == NULL && strata_ctx_parent(NULL) == NULL);
-    CHECK(strata_ctx_set_limit(NULL, 10) == -1 && errno == EINVAL && strata_ctx_free_children(NULL) == -1);
+    CHECK_CMP(strata_ctx_set_limit(NULL, 10), ==, -1);
+    CHECK_CMP(errno, ==, EINVAL);
+    CHECK_CMP(strata_ctx_free_children(NULL), ==, -1);
 }
 
 /* A context being freed cannot be moved away by its destructor. */
@@ -297,14 +345,17 @@ static void test_reentrant_free(void)
     char *mover = strata_ctx_alloc(doomed, 4);
     strata_ctx_set_destructor(mover, steal_self);
     steal_target = elsewhere;
-    CHECK(strata_ctx_free(doomed) == 0 && steal_errno == EBUSY);
-    CHECK(strata_ctx_total_blocks(elsewhere) == 1 && TREE_OK(elsewhere));
+    CHECK_CMP(strata_ctx_free(doomed), ==, 0);
+    CHECK_CMP(steal_errno, ==, EBUSY);
+    CHECK_CMP(strata_ctx_total_blocks(elsewhere), ==, 1);
+    CHECK(TREE_OK(elsewhere));
     strata_ctx_free(elsewhere);
 
     char *r = strata_ctx_alloc(NULL, 8);
     strata_ctx_set_destructor(r, free_self);
     self_free_result = 0;
-    CHECK(strata_ctx_free(r) == 0 && self_free_result == -1);
+    CHECK_CMP(strata_ctx_free(r), ==, 0);
+    CHECK_CMP(self_free_result, ==, -1);
 }
 
 /* ---- steal ------------------------------------------------------------------------- */
@@ -315,15 +366,22 @@ static void test_steal(void)
     char *a = strata_ctx_alloc(r1, 10);
     char *a1 = strata_ctx_alloc(a, 20);
     char *b = strata_ctx_alloc(r1, 30);
-    CHECK(strata_ctx_steal(r2, a) == a);
-    CHECK(strata_ctx_parent(a) == r2 && strata_ctx_parent(a1) == a && strata_ctx_parent(b) == r1);
-    CHECK(strata_ctx_total_size(r1) == 30 && strata_ctx_total_size(r2) == 30);
+    CHECK_CMP(strata_ctx_steal(r2, a), ==, a);
+    CHECK_CMP(strata_ctx_parent(a), ==, r2);
+    CHECK_CMP(strata_ctx_parent(a1), ==, a);
+    CHECK_CMP(strata_ctx_parent(b), ==, r1);
+    CHECK_CMP(strata_ctx_total_size(r1), ==, 30);
+    CHECK_CMP(strata_ctx_total_size(r2), ==, 30);
     CHECK(TREE_OK(r1) && TREE_OK(r2));
-    CHECK(strata_ctx_steal(NULL, a) == a && strata_ctx_parent(a) == NULL);
-    CHECK(strata_ctx_total_blocks(r2) == 1 && TREE_OK(a));
-    CHECK(strata_ctx_steal(b, a) == a && strata_ctx_parent(a) == b && TREE_OK(r1));
+    CHECK_CMP(strata_ctx_steal(NULL, a), ==, a);
+    CHECK(strata_ctx_parent(a) == NULL);
+    CHECK_CMP(strata_ctx_total_blocks(r2), ==, 1);
+    CHECK(TREE_OK(a));
+    CHECK_CMP(strata_ctx_steal(b, a), ==, a);
+    CHECK_CMP(strata_ctx_parent(a), ==, b);
+    CHECK(TREE_OK(r1));
     strata_ctx_free(r1); /* takes a and a1 with b */
-    CHECK(strata_ctx_total_blocks(r2) == 1);
+    CHECK_CMP(strata_ctx_total_blocks(r2), ==, 1);
     strata_ctx_free(r2);
 }
 
@@ -333,22 +391,34 @@ static void test_realloc(void)
 {
     char *root = strata_ctx_alloc(NULL, 0);
     char *p = strata_ctx_realloc(root, NULL, 10);
-    CHECK(p != NULL && strata_ctx_parent(p) == root);
+    CHECK(p != NULL);
+    CHECK_CMP(strata_ctx_parent(p), ==, root);
     memcpy(p, "0123456789", 10);
     char *kid1 = strata_ctx_alloc(p, 5), *kid2 = strata_ctx_alloc(p, 6);
     strata_ctx_set_name(p, "grown");
     strata_ctx_set_destructor(p, log_destructor);
     char *q = strata_ctx_realloc(root, p, 100000);
-    CHECK(q != NULL && memcmp(q, "0123456789", 10) == 0 && strata_ctx_size(q) == 100000);
-    CHECK(strata_ctx_parent(kid1) == q && strata_ctx_parent(kid2) == q && strata_ctx_parent(q) == root);
+    CHECK(q != NULL && memcmp(q, "0123456789", 10) == 0);
+    CHECK_CMP(strata_ctx_size(q), ==, 100000);
+    CHECK_CMP(strata_ctx_parent(kid1), ==, q);
+    CHECK_CMP(strata_ctx_parent(kid2), ==, q);
+    CHECK_CMP(strata_ctx_parent(q), ==, root);
     CHECK(strcmp(strata_ctx_name(q), "grown") == 0 && TREE_OK(root));
     q = strata_ctx_realloc(NULL, q, 1000000); /* large: mremap */
-    CHECK(q != NULL && memcmp(q, "0123456789", 10) == 0 && strata_ctx_parent(kid2) == q && TREE_OK(root));
+    CHECK(q != NULL && memcmp(q, "0123456789", 10) == 0);
+    CHECK_CMP(strata_ctx_parent(kid2), ==, q);
+    CHECK(TREE_OK(root));
     char *same = strata_ctx_realloc(NULL, q, 5); /* shrinking stays in place */
-    CHECK(same == q && strata_ctx_size(q) == 5 && strata_ctx_total_size(root) == 5 + 5 + 6);
-    CHECK(strata_ctx_realloc(NULL, q, 0) == q && strata_ctx_size(q) == 0 && TREE_OK(root));
+    CHECK_CMP(same, ==, q);
+    CHECK_CMP(strata_ctx_size(q), ==, 5);
+    CHECK_CMP(strata_ctx_total_size(root), ==, 5 + 5 + 6);
+    CHECK_CMP(strata_ctx_realloc(NULL, q, 0), ==, q);
+    CHECK_CMP(strata_ctx_size(q), ==, 0);
+    CHECK(TREE_OK(root));
     errno = 0;
-    CHECK(strata_ctx_realloc(NULL, q, SIZE_MAX - 100) == NULL && errno == ENOMEM && strata_ctx_size(q) == 0);
+    CHECK(strata_ctx_realloc(NULL, q, SIZE_MAX - 100) == NULL);
+    CHECK_CMP(errno, ==, ENOMEM);
+    CHECK_CMP(strata_ctx_size(q), ==, 0);
     strata_ctx_set_destructor(q, NULL);
     /* A moved context with many children: every child follows, the oldest
      * (last in the sibling list) too. */
@@ -357,7 +427,9 @@ static void test_realloc(void)
     for (int i = 0; i < 999; i++)
         strata_ctx_alloc(many, 1);
     char *moved = strata_ctx_realloc(NULL, many, 5000);
-    CHECK(moved != many && strata_ctx_parent(oldest) == moved && strata_ctx_total_blocks(moved) == 1001);
+    CHECK_CMP(moved, !=, many);
+    CHECK_CMP(strata_ctx_parent(oldest), ==, moved);
+    CHECK_CMP(strata_ctx_total_blocks(moved), ==, 1001);
     CHECK(TREE_OK(root));
     strata_ctx_free(root);
 }
@@ -370,9 +442,10 @@ static void test_pool_reclaim(void)
      * over: one allocation from the system (the pool), none per iteration. */
     size_t before = allocated_now();
     char *pool = strata_ctx_pool(NULL, 4096);
-    CHECK(pool != NULL && strata_ctx_size(pool) == 0);
+    CHECK(pool != NULL);
+    CHECK_CMP(strata_ctx_size(pool), ==, 0);
     size_t with_pool = allocated_now();
-    CHECK(with_pool > before);
+    CHECK_CMP(with_pool, >, before);
     char *first = NULL;
     int same_place = 1, inside = 1;
     for (int i = 0; i < 1000; i++) {
@@ -386,36 +459,44 @@ static void test_pool_reclaim(void)
         inside &= ctx_pool_used(pool) == 0 && ctx_pool_chunks(pool) == 0;
     }
     CHECK(same_place && inside);
-    CHECK(allocated_now() == with_pool);
+    CHECK_CMP(allocated_now(), ==, with_pool);
 
     /* Freeing the newest chunk moves the cursor back; an older one does not;
      * with every chunk freed the pool starts again from the beginning. */
     char *a = strata_ctx_alloc(pool, 100), *b = strata_ctx_alloc(pool, 200), *c = strata_ctx_alloc(pool, 300);
     size_t used_abc = ctx_pool_used(pool), used_ab;
-    CHECK(ctx_pool_chunks(pool) == 3 && in_block(c, pool, 4096) && TREE_OK(pool));
+    CHECK_CMP(ctx_pool_chunks(pool), ==, 3);
+    CHECK(in_block(c, pool, 4096) && TREE_OK(pool));
     strata_ctx_free(c);
     used_ab = ctx_pool_used(pool);
-    CHECK(used_ab < used_abc && ctx_pool_chunks(pool) == 2);
+    CHECK_CMP(used_ab, <, used_abc);
+    CHECK_CMP(ctx_pool_chunks(pool), ==, 2);
     strata_ctx_free(a);
-    CHECK(ctx_pool_used(pool) == used_ab && ctx_pool_chunks(pool) == 1);
+    CHECK_CMP(ctx_pool_used(pool), ==, used_ab);
+    CHECK_CMP(ctx_pool_chunks(pool), ==, 1);
     strata_ctx_free(b);
-    CHECK(ctx_pool_used(pool) == 0 && ctx_pool_chunks(pool) == 0 && TREE_OK(pool));
+    CHECK_CMP(ctx_pool_used(pool), ==, 0);
+    CHECK_CMP(ctx_pool_chunks(pool), ==, 0);
+    CHECK(TREE_OK(pool));
 
     /* Descendants of pool chunks come from the pool too. */
     a = strata_ctx_alloc(pool, 64);
     b = strata_ctx_strdup(a, "in the pool");
-    CHECK(in_block(b, pool, 4096) && ctx_pool_chunks(pool) == 2);
+    CHECK(in_block(b, pool, 4096));
+    CHECK_CMP(ctx_pool_chunks(pool), ==, 2);
     /* What does not fit comes from the general allocator, freed with the tree. */
     char *big = strata_ctx_alloc(a, 8192);
-    CHECK(big != NULL && !in_block(big, pool, 4096) && ctx_pool_chunks(pool) == 2);
+    CHECK(big != NULL && !in_block(big, pool, 4096));
+    CHECK_CMP(ctx_pool_chunks(pool), ==, 2);
     memset(big, 1, 8192);
     char *under_big = strata_ctx_alloc(big, 16);
     CHECK(!in_block(under_big, pool, 4096) && TREE_OK(pool));
     strata_ctx_free(a);
-    CHECK(ctx_pool_chunks(pool) == 0 && ctx_pool_used(pool) == 0);
-    CHECK(allocated_now() == with_pool);
+    CHECK_CMP(ctx_pool_chunks(pool), ==, 0);
+    CHECK_CMP(ctx_pool_used(pool), ==, 0);
+    CHECK_CMP(allocated_now(), ==, with_pool);
     strata_ctx_free(pool);
-    CHECK(allocated_now() == before);
+    CHECK_CMP(allocated_now(), ==, before);
 }
 
 static void test_pool_realloc(void)
@@ -427,23 +508,34 @@ static void test_pool_realloc(void)
     size_t used = ctx_pool_used(pool);
     /* The newest chunk grows in place while the pool has room. */
     char *b2 = strata_ctx_realloc(NULL, b, 1000);
-    CHECK(b2 == b && ctx_pool_used(pool) == used + 896 && b2[99] == 'b' && TREE_OK(pool));
+    CHECK_CMP(b2, ==, b);
+    CHECK_CMP(ctx_pool_used(pool), ==, used + 896);
+    CHECK(b2 != NULL && b2[99] == 'b');
+    CHECK(TREE_OK(pool));
     /* An older chunk moves, within the pool when it fits. */
     memset(a, 'a', 100);
     char *kid = strata_ctx_alloc(a, 8);
     char *a2 = strata_ctx_realloc(NULL, a, 500);
-    CHECK(a2 != a && in_block(a2, pool, 4096) && a2[99] == 'a' && strata_ctx_parent(kid) == a2);
-    CHECK(ctx_pool_chunks(pool) == 3 && TREE_OK(pool));
+    CHECK_CMP(a2, !=, a);
+    CHECK(in_block(a2, pool, 4096) && a2[99] == 'a');
+    CHECK_CMP(strata_ctx_parent(kid), ==, a2);
+    CHECK_CMP(ctx_pool_chunks(pool), ==, 3);
+    CHECK(TREE_OK(pool));
     /* Beyond the pool: the general allocator. */
     char *a3 = strata_ctx_realloc(NULL, a2, 10000);
-    CHECK(a3 != NULL && !in_block(a3, pool, 4096) && a3[99] == 'a' && strata_ctx_parent(kid) == a3);
-    CHECK(ctx_pool_chunks(pool) == 2 && TREE_OK(pool));
+    CHECK(a3 != NULL && !in_block(a3, pool, 4096) && a3[99] == 'a');
+    CHECK_CMP(strata_ctx_parent(kid), ==, a3);
+    CHECK_CMP(ctx_pool_chunks(pool), ==, 2);
+    CHECK(TREE_OK(pool));
     /* Shrinking the newest chunk moves the cursor back. */
     used = ctx_pool_used(pool);
-    CHECK(strata_ctx_realloc(NULL, kid, 8) == kid);
-    CHECK(strata_ctx_realloc(NULL, b2, 10) == b2 && ctx_pool_used(pool) <= used && TREE_OK(pool));
+    CHECK_CMP(strata_ctx_realloc(NULL, kid, 8), ==, kid);
+    CHECK_CMP(strata_ctx_realloc(NULL, b2, 10), ==, b2);
+    CHECK_CMP(ctx_pool_used(pool), <=, used);
+    CHECK(TREE_OK(pool));
     errno = 0;
-    CHECK(strata_ctx_realloc(NULL, pool, 10) == NULL && errno == EINVAL);
+    CHECK(strata_ctx_realloc(NULL, pool, 10) == NULL);
+    CHECK_CMP(errno, ==, EINVAL);
     strata_ctx_free(pool);
 }
 
@@ -455,12 +547,14 @@ static void test_pool_outlived(void)
     char *pool = strata_ctx_pool(root, 1024);
     char *kept = strata_ctx_strdup(pool, "outlives its pool");
     strata_ctx_steal(root, kept);
-    CHECK(strata_ctx_free(pool) == 0);
-    CHECK(strcmp(kept, "outlives its pool") == 0 && strata_ctx_parent(kept) == root && TREE_OK(root));
+    CHECK_CMP(strata_ctx_free(pool), ==, 0);
+    CHECK(strcmp(kept, "outlives its pool") == 0);
+    CHECK_CMP(strata_ctx_parent(kept), ==, root);
+    CHECK(TREE_OK(root));
     char *under = strata_ctx_strdup(kept, "still carved");
     CHECK(strcmp(under, "still carved") == 0 && TREE_OK(root));
     strata_ctx_free(root);
-    CHECK(allocated_now() == before);
+    CHECK_CMP(allocated_now(), ==, before);
 }
 
 /* ---- limits -------------------------------------------------------------------------- */
@@ -469,15 +563,20 @@ static void test_limits(void)
 {
     char *root = strata_ctx_alloc(NULL, 0);
     char *limited = strata_ctx_alloc(root, 100);
-    CHECK(strata_ctx_set_limit(limited, 1000) == 0 && TREE_OK(root));
+    CHECK_CMP(strata_ctx_set_limit(limited, 1000), ==, 0);
+    CHECK(TREE_OK(root));
     char *x = strata_ctx_alloc(limited, 600);
     CHECK(x != NULL);
     errno = 0;
-    CHECK(strata_ctx_alloc(limited, 301) == NULL && errno == ENOMEM);
+    CHECK(strata_ctx_alloc(limited, 301) == NULL);
+    CHECK_CMP(errno, ==, ENOMEM);
     char *y = strata_ctx_alloc(x, 300); /* under a descendant: the same limit */
-    CHECK(y != NULL && strata_ctx_total_size(limited) == 1000 && TREE_OK(root));
+    CHECK(y != NULL);
+    CHECK_CMP(strata_ctx_total_size(limited), ==, 1000);
+    CHECK(TREE_OK(root));
     CHECK(strata_ctx_alloc(x, 1) == NULL && strata_ctx_realloc(NULL, y, 301) == NULL);
-    CHECK(strata_ctx_size(y) == 300 && TREE_OK(root));
+    CHECK_CMP(strata_ctx_size(y), ==, 300);
+    CHECK(TREE_OK(root));
     strata_ctx_free(y);
     x = strata_ctx_realloc(NULL, x, 900);
     CHECK(x != NULL && TREE_OK(root));
@@ -485,20 +584,24 @@ static void test_limits(void)
 
     /* Nested: the inner limit and the outer one both apply. */
     char *inner = strata_ctx_alloc(limited, 0);
-    CHECK(strata_ctx_set_limit(inner, 5000) == 0 && TREE_OK(root));
+    CHECK_CMP(strata_ctx_set_limit(inner, 5000), ==, 0);
+    CHECK(TREE_OK(root));
     CHECK(strata_ctx_alloc(inner, 900) == NULL); /* outer: 200 + 900 > 1000 */
     CHECK(strata_ctx_alloc(inner, 700) != NULL && TREE_OK(root));
     /* A subtree stolen in counts towards the limit, even past it. */
     char *outside = strata_ctx_alloc(root, 500);
     strata_ctx_steal(inner, outside);
-    CHECK(strata_ctx_total_size(limited) == 1400 && TREE_OK(root));
+    CHECK_CMP(strata_ctx_total_size(limited), ==, 1400);
+    CHECK(TREE_OK(root));
     CHECK(strata_ctx_alloc(limited, 1) == NULL);
     strata_ctx_steal(root, outside);
     CHECK(strata_ctx_alloc(limited, 1) != NULL && TREE_OK(root));
     /* Removing a limit, raising one. */
-    CHECK(strata_ctx_set_limit(limited, 0) == 0 && TREE_OK(root));
+    CHECK_CMP(strata_ctx_set_limit(limited, 0), ==, 0);
+    CHECK(TREE_OK(root));
     CHECK(strata_ctx_alloc(inner, 4000) != NULL && TREE_OK(root));
-    CHECK(strata_ctx_set_limit(inner, 100000) == 0 && strata_ctx_alloc(inner, 50000) != NULL);
+    CHECK_CMP(strata_ctx_set_limit(inner, 100000), ==, 0);
+    CHECK(strata_ctx_alloc(inner, 50000) != NULL);
     CHECK(TREE_OK(root));
     /* A limit inside a pool. */
     char *pool = strata_ctx_pool(root, 2048);
@@ -549,12 +652,12 @@ static void test_handoff(void)
     char *pool = strata_ctx_pool(built, 16384);
     for (int i = 0; i < 1000; i++)
         strata_ctx_asprintf(i % 2 ? built : pool, "item %d", i);
-    CHECK(strata_ctx_total_blocks(built) == 1002);
+    CHECK_CMP(strata_ctx_total_blocks(built), ==, 1002);
     pthread_t t;
     void *ok = NULL;
     pthread_create(&t, NULL, adopt_and_free, built);
     pthread_join(t, &ok);
-    CHECK(ok == (void *)1);
+    CHECK_CMP(ok, ==, (void *)1);
 }
 
 /* Four threads each build trees (some in pools) and hand every other one to
@@ -767,7 +870,7 @@ static void test_model(void)
         if (step % 50 == 0 || step > 5900)
             mismatches += !model_matches();
     }
-    CHECK(mismatches == 0);
+    CHECK_CMP(mismatches, ==, 0);
     for (int i = 0; i < MODEL_SLOTS; i++)
         if (model[i].p != NULL && model[i].parent == -1) {
             strata_ctx_free(model[i].p);
@@ -776,7 +879,7 @@ static void test_model(void)
     int left = 0;
     for (int i = 0; i < MODEL_SLOTS; i++)
         left += model[i].p != NULL;
-    CHECK(left == 0);
+    CHECK_CMP(left, ==, 0);
 }
 
 /* ---- destructors that change the tree while it is freed ---------------------------
@@ -895,79 +998,128 @@ static void test_destructor_storm(void)
         if (step % 10 == 0)
             inconsistent += !storm_consistent();
     }
-    CHECK(inconsistent == 0 && storm_errors == 0 && storm_consistent());
+    CHECK_CMP(inconsistent, ==, 0);
+    CHECK_CMP(storm_errors, ==, 0);
+    CHECK(storm_consistent());
     for (int i = 0; i < STORM_SLOTS; i++)
         if (storm[i].p != NULL)
             strata_ctx_set_destructor(storm[i].p, NULL);
-    CHECK(strata_ctx_free(storm_world) == 0);
+    CHECK_CMP(strata_ctx_free(storm_world), ==, 0);
 }
 
 /* ---- misuse: each in a child process, which must abort naming the address ------------------ */
 
 static char not_a_context[256];
 
-static int run_case(const char *name)
+static int double_free(void)
 {
-    if (strcmp(name, "double-free") == 0) {
-        char *root = strata_ctx_alloc(NULL, 0);
-        char *p = strata_ctx_alloc(root, 50);
-        say_address(p);
-        strata_ctx_free(p);
-        strata_ctx_free(p);
-    } else if (strcmp(name, "double-free-pool-chunk") == 0) {
-        char *pool = strata_ctx_pool(NULL, 1024);
-        char *p = strata_ctx_alloc(pool, 50);
-        strata_ctx_alloc(pool, 50);
-        say_address(p);
-        strata_ctx_free(p);
-        strata_ctx_free(p);
-    } else if (strcmp(name, "freed-parent") == 0) {
-        char *root = strata_ctx_alloc(NULL, 0);
-        say_address(root);
-        strata_ctx_free(root);
-        strata_ctx_alloc(root, 10);
-    } else if (strcmp(name, "foreign") == 0) {
-        say_address(not_a_context + 128);
-        strata_ctx_free(not_a_context + 128);
-    } else if (strcmp(name, "malloc-block") == 0) {
-        char *p = strata_malloc(200);
-        memset(p, 0, 200);
-        say_address(p);
-        strata_ctx_free(p);
-    } else if (strcmp(name, "steal-under-descendant") == 0) {
-        char *root = strata_ctx_alloc(NULL, 0);
-        char *a = strata_ctx_alloc(root, 1);
-        char *a1 = strata_ctx_alloc(a, 1);
-        char *a11 = strata_ctx_alloc(a1, 1);
-        say_address(a);
-        strata_ctx_steal(a11, a);
-    } else if (strcmp(name, "steal-under-itself") == 0) {
-        char *a = strata_ctx_alloc(NULL, 1);
-        say_address(a);
-        strata_ctx_steal(a, a);
-    } else if (strcmp(name, "wrong-type") == 0) {
-        struct point *p = strata_ctx_new(NULL, struct point);
-        say_address(p);
-        strata_ctx_get_type((void *)p, struct circle);
-    } else if (strcmp(name, "untyped") == 0) {
-        char *p = strata_ctx_alloc(NULL, 16);
-        say_address(p);
-        strata_ctx_get_type(p, struct circle);
-    } else if (strcmp(name, "use-after-free-in-pool") == 0) {
-        char *pool = strata_ctx_pool(NULL, 1024);
-        char *keep = strata_ctx_alloc(pool, 50);
-        char *p = strata_ctx_alloc(pool, 50);
-        strata_ctx_free(p);
-        p[10] = 1; /* poisoned until carved again */
-        (void)keep;
-    } else {
-        return 2;
-    }
+    char *root = strata_ctx_alloc(NULL, 0);
+    char *p = strata_ctx_alloc(root, 50);
+    say_address(p);
+    strata_ctx_free(p);
+    strata_ctx_free(p);
     return 0;
 }
 
+static int double_free_pool_chunk(void)
+{
+    char *pool = strata_ctx_pool(NULL, 1024);
+    char *p = strata_ctx_alloc(pool, 50);
+    strata_ctx_alloc(pool, 50);
+    say_address(p);
+    strata_ctx_free(p);
+    strata_ctx_free(p);
+    return 0;
+}
+
+static int freed_parent(void)
+{
+    char *root = strata_ctx_alloc(NULL, 0);
+    say_address(root);
+    strata_ctx_free(root);
+    strata_ctx_alloc(root, 10);
+    return 0;
+}
+
+static int foreign(void)
+{
+    say_address(not_a_context + 128);
+    strata_ctx_free(not_a_context + 128);
+    return 0;
+}
+
+static int malloc_block(void)
+{
+    char *p = strata_malloc(200);
+    memset(p, 0, 200);
+    say_address(p);
+    strata_ctx_free(p);
+    return 0;
+}
+
+static int steal_under_descendant(void)
+{
+    char *root = strata_ctx_alloc(NULL, 0);
+    char *a = strata_ctx_alloc(root, 1);
+    char *a1 = strata_ctx_alloc(a, 1);
+    char *a11 = strata_ctx_alloc(a1, 1);
+    say_address(a);
+    strata_ctx_steal(a11, a);
+    return 0;
+}
+
+static int steal_under_itself(void)
+{
+    char *a = strata_ctx_alloc(NULL, 1);
+    say_address(a);
+    strata_ctx_steal(a, a);
+    return 0;
+}
+
+static int wrong_type(void)
+{
+    struct point *p = strata_ctx_new(NULL, struct point);
+    say_address(p);
+    strata_ctx_get_type((void *)p, struct circle);
+    return 0;
+}
+
+static int untyped(void)
+{
+    char *p = strata_ctx_alloc(NULL, 16);
+    say_address(p);
+    strata_ctx_get_type(p, struct circle);
+    return 0;
+}
+
+static int use_after_free_in_pool(void)
+{
+    char *pool = strata_ctx_pool(NULL, 1024);
+    char *keep = strata_ctx_alloc(pool, 50);
+    char *p = strata_ctx_alloc(pool, 50);
+    strata_ctx_free(p);
+    p[10] = 1; /* poisoned until carved again */
+    (void)keep;
+    return 0;
+}
+
+static const struct check_case cases[] = {
+    {"double-free", double_free},
+    {"double-free-pool-chunk", double_free_pool_chunk},
+    {"freed-parent", freed_parent},
+    {"foreign", foreign},
+    {"malloc-block", malloc_block},
+    {"steal-under-descendant", steal_under_descendant},
+    {"steal-under-itself", steal_under_itself},
+    {"wrong-type", wrong_type},
+    {"untyped", untyped},
+    {"use-after-free-in-pool", use_after_free_in_pool},
+};
+
 static void test_misuse(void)
 {
+    if (!children_runnable())
+        return;
     struct outcome o = check_spawn("double-free", NULL);
     CHECK(aborted(&o) && check_reports(&o, "strata: error: ", "context used after it was freed"));
     o = check_spawn("double-free-pool-chunk", NULL);
@@ -990,37 +1142,44 @@ static void test_misuse(void)
     o = check_spawn("steal-under-itself", NULL);
     CHECK(aborted(&o) && check_reports(&o, "strata: error: ",
                                        "stolen under itself or one of its descendants"));
-    const char *sanitizer = getenv("SANITIZER");
-    if (sanitizer != NULL && strcmp(sanitizer, "asan") == 0) {
-        o = check_spawn("use-after-free-in-pool", NULL);
-        CHECK(!exited_cleanly(&o) && strstr(o.output, "use-after-poison") != NULL);
-    } else {
-        printf("use after free in a pool is checked in the ASan build (make test-asan)\n");
-    }
 }
+
+static void test_use_after_free_in_pool(void)
+{
+    const char *sanitizer = getenv("SANITIZER");
+    if (sanitizer == NULL || strcmp(sanitizer, "asan") != 0) {
+        printf("use after free in a pool is checked in the ASan build (make test-asan)\n");
+        return;
+    }
+    if (!children_runnable())
+        return;
+    struct outcome o = check_spawn("use-after-free-in-pool", NULL);
+    CHECK(!exited_cleanly(&o) && strstr(o.output, "use-after-poison") != NULL);
+}
+
+static const struct check_test tests[] = {
+    {"shape", test_shape},
+    {"typed", test_typed},
+    {"sibling_positions", test_sibling_positions},
+    {"destructors", test_destructors},
+    {"reentrant_free", test_reentrant_free},
+    {"destructor_frees_ancestor", test_destructor_frees_ancestor},
+    {"steal", test_steal},
+    {"realloc", test_realloc},
+    {"pool_reclaim", test_pool_reclaim},
+    {"pool_realloc", test_pool_realloc},
+    {"pool_outlived", test_pool_outlived},
+    {"limits", test_limits},
+    {"report", test_report},
+    {"handoff", test_handoff},
+    {"threads", test_threads},
+    {"model", test_model},
+    {"destructor_storm", test_destructor_storm},
+    {"misuse", test_misuse},
+    {"use_after_free_in_pool", test_use_after_free_in_pool},
+};
 
 int main(int argc, char **argv)
 {
-    if (argc == 2)
-        return run_case(argv[1]);
-    test_shape();
-    test_typed();
-    test_sibling_positions();
-    test_destructors();
-    test_reentrant_free();
-    test_destructor_frees_ancestor();
-    test_steal();
-    test_realloc();
-    test_pool_reclaim();
-    test_pool_realloc();
-    test_pool_outlived();
-    test_limits();
-    test_report();
-    test_handoff();
-    test_threads();
-    test_model();
-    test_destructor_storm();
-    if (children_runnable())
-        test_misuse();
-    return check_finish();
+    return check_main(argc, argv, CHECK_TESTS(tests), CHECK_CASES(cases));
 }

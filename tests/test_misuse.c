@@ -1,10 +1,11 @@
 /* test_misuse.c: each misuse runs in a child process (this program again,
- * with the case name and STRATA_CHECK set); the parent checks how the child
- * ended and that strata's report names the address. The cases of the
- * comparison table also run on glibc's malloc (MISUSE_GLIBC=1 in the child):
- * the test fails when glibc stops a misuse that strata's default mode lets
- * through, and when the Misuse table of docs/safety.md says otherwise
- * than the runs. */
+ * with `--case NAME` and STRATA_CHECK set); the parent checks how the child
+ * ended and that strata's report names the address. Every case is a row of
+ * one table, misuses, with its row of docs/safety.md's Misuse table where
+ * it has one. Those rows also run on glibc's malloc (MISUSE_GLIBC=1 in the
+ * child): the test fails when glibc stops a misuse that strata's default
+ * mode lets through, and when the Misuse table of docs/safety.md says
+ * otherwise than the runs. */
 #include <pthread.h>
 
 #include "check.h"
@@ -63,192 +64,317 @@ static void free_from_thread(void *p)
     run_in_thread(free_in_thread, p);
 }
 
-static int run_case(const char *name)
+/* ---- the child cases: each misuses the allocator once ----------------------------------- */
+
+static int double_free(void)
 {
-    if (getenv("MISUSE_GLIBC") != NULL) {
-        m_malloc = malloc;
-        m_free = free;
-        m_realloc = realloc;
-    }
-    if (strcmp(name, "double-free") == 0) {
-        char *p = m_malloc(100);
-        say_address(p);
-        m_free(p);
-        m_free(p);
-    } else if (strcmp(name, "double-free-later") == 0) {
-        /* Freed again behind another free, and the program goes on: the
-         * allocation that would hand the block out twice stops it. */
-        char *p = m_malloc(100), *q = m_malloc(100);
-        say_address(p);
-        m_free(p);
-        m_free(q);
-        m_free(p);
-        for (int i = 0; i < 4; i++)
-            m_malloc(100);
-    } else if (strcmp(name, "double-free-remote") == 0) {
-        char *p = m_malloc(300);
-        say_address(p);
-        free_from_thread(p);
-        m_free(p);
-        for (int i = 0; i < 2000; i++) /* the owner collects its remote list */
-            m_malloc(300);
-    } else if (strcmp(name, "double-free-flushed") == 0) {
-        /* The block has left the bin for its page when it is freed again. */
-        char *p = m_malloc(64);
-        char *others[600];
-        for (int i = 0; i < 600; i++)
-            others[i] = m_malloc(64);
-        say_address(p);
-        m_free(p);
-        for (int i = 0; i < 600; i++)
-            m_free(others[i]);
-        m_free(p);
-        for (int i = 0; i < 700; i++)
-            m_malloc(64);
-    } else if (strcmp(name, "double-free-remote-twice") == 0) {
-        /* Another thread frees the block twice, with a free in between:
-         * its owner's remote list must not become a cycle. */
-        char *p = m_malloc(300), *q = m_malloc(300);
-        say_address(p);
-        free_from_thread(p);
-        free_from_thread(q);
-        free_from_thread(p);
-        for (int i = 0; i < 2000; i++) /* the owner collects its remote list */
-            m_malloc(300);
-    } else if (strcmp(name, "double-free-cached") == 0) {
-        char *p = m_malloc(300);
-        say_address(p);
-        run_in_thread(free_twice_in_heap_thread, p);
-    } else if (strcmp(name, "double-free-cached-last") == 0) {
-        char *p = m_malloc(300);
-        say_address(p);
-        run_in_thread(free_twice_at_once_in_heap_thread, p);
-    } else if (strcmp(name, "misaligned") == 0) {
-        char *p = m_malloc(100);
-        say_address(p + 1);
-        m_free(p + 1);
-    } else if (strcmp(name, "interior") == 0) {
-        char *p = m_malloc(100);
-        say_address(p + 8);
-        m_free(p + 8);
-    } else if (strcmp(name, "interior-aligned") == 0) {
-        /* 16 bytes in: aligned as any block start, but inside a block. */
-        char *p = m_malloc(100);
-        memset(p, 'A', 100);
-        say_address(p + 16);
-        m_free(p + 16);
-        char *q = m_malloc(80);
-        memset(q, 'B', 80);
-    } else if (strcmp(name, "never-handed-out") == 0) {
-        /* A block start no allocation has returned yet, well past the
-         * first block of its page. */
-        char *p = m_malloc(16);
-        say_address(p + 16384);
-        m_free(p + 16384);
-        for (int i = 0; i < 2000; i++)
-            m_malloc(16);
-    } else if (strcmp(name, "write-after-free") == 0) {
-        /* The freed block's link is overwritten with an address of the
-         * writer's choosing; the allocations after must not return it. */
-        static char target[256];
-        char *p = m_malloc(64);
-        say_address(p);
-        m_free(p);
-        memcpy(p, &(char *){target + 64}, sizeof(char *));
-        for (int i = 0; i < 3; i++)
-            if (m_malloc(64) == target + 64)
-                printf("the forged address was returned\n");
-    } else if (strcmp(name, "foreign") == 0) {
-        static char not_ours[64];
-        say_address(not_ours + 16);
-        m_free(not_ours + 16);
-    } else if (strcmp(name, "large-double") == 0) {
-        char *p = m_malloc(8 << 20);
-        say_address(p);
-        m_free(p);
-        m_free(p);
-    } else if (strcmp(name, "medium-double") == 0) {
-        char *p = m_malloc(1 << 20);
-        say_address(p);
-        m_free(p);
-        m_free(p);
-    } else if (strcmp(name, "realloc-foreign") == 0) {
-        static char not_ours[64];
-        say_address(not_ours);
-        m_realloc(not_ours, 100);
-    } else if (strcmp(name, "stale-slice") == 0) {
-        /* Blocks of 20000 bytes live in two-slice pages (6 a page). Free them
-         * all, so the first page goes back to its segment, let a one-slice
-         * page of 16-byte blocks take its first slice, then free a stale
-         * pointer into its second slice (block 4, at 80000 bytes). */
-        char *blocks[30];
-        for (int i = 0; i < 30; i++)
-            blocks[i] = m_malloc(20000);
-        char *stale = blocks[4];
-        for (int i = 0; i < 30; i++)
-            m_free(blocks[i]);
-        for (int i = 0; i < 2000; i++)
-            m_malloc(16);
-        say_address(stale);
-        m_free(stale);
-        printf("stale free accepted\n");
-    } else if (strncmp(name, "small-write-after-free-", 23) == 0 && TEST_SECURE) {
-        /* A byte written into a freed small block, anywhere in its first
-         * 64 bytes (its canary's bytes among them): found when it leaves
-         * the quarantine, here at the trim that empties it. */
-        size_t size = (size_t)atoi(name + 23);
-        unsigned char *p = m_malloc(size);
-        say_address(p);
-        size_t slot = page_of(segment_of(p), p)->block_size;
-        m_free(p);
-        size_t at = (size_t)atoi(strchr(name + 23, '@') + 1) % (slot < 64 ? slot : 64);
-        p[at] ^= 0x20;
-        strata_trim();
-    } else if (strcmp(name, "state-overwritten") == 0 && TEST_SECURE) {
-        /* A stray write into the block states (layout.h): the free that
-         * reads a nonsense state stops, however the block looks. */
-        char *p = m_malloc(100);
-        say_address(p);
-        size_t slot = page_of(segment_of(p), p)->block_size;
-        *block_state(p, slot) = (uint16_t)(slot + 2);
-        m_free(p);
-    } else if (strcmp(name, "free-many") == 0) {
-        /* 100 MB of 1000-byte blocks freed in order: pages and whole segments
-         * go back while checked mode's frees run (a free must not read its
-         * page after releasing it). */
-        enum { COUNT = 100000 };
-        static char *blocks[COUNT];
-        for (int i = 0; i < COUNT; i++) {
-            blocks[i] = m_malloc(1000);
-            memset(blocks[i], i & 0xff, 1000);
-        }
-        for (int i = 0; i < COUNT; i++)
-            m_free(blocks[i]);
-        say_address(NULL);
-    } else if (strcmp(name, "clean") == 0) {
-        /* Heavy correct use: checked mode must not report anything. */
-        void *held[512] = {0};
-        unsigned long long rng = 5;
-        for (int i = 0; i < 50000; i++) {
-            unsigned slot = (unsigned)(check_random(&rng) % 512);
-            if (held[slot] && check_random(&rng) % 4 == 0) {
-                pthread_t t;
-                pthread_create(&t, NULL, free_in_thread, held[slot]);
-                pthread_join(t, NULL);
-            } else {
-                m_free(held[slot]);
-            }
-            size_t r = check_random(&rng);
-            held[slot] = r % 3 ? m_malloc(r % 3000) : m_realloc(NULL, r % 300000);
-        }
-        for (int i = 0; i < 512; i++)
-            m_free(held[i]);
-        say_address(NULL);
-    } else {
-        return 2;
-    }
+    char *p = m_malloc(100);
+    say_address(p);
+    m_free(p);
+    m_free(p);
     return 0;
 }
+
+/* Freed again behind another free, and the program goes on: the allocation
+ * that would hand the block out twice stops it. */
+static int double_free_later(void)
+{
+    char *p = m_malloc(100), *q = m_malloc(100);
+    say_address(p);
+    m_free(p);
+    m_free(q);
+    m_free(p);
+    for (int i = 0; i < 4; i++)
+        m_malloc(100);
+    return 0;
+}
+
+static int double_free_remote(void)
+{
+    char *p = m_malloc(300);
+    say_address(p);
+    free_from_thread(p);
+    m_free(p);
+    for (int i = 0; i < 2000; i++) /* the owner collects its remote list */
+        m_malloc(300);
+    return 0;
+}
+
+/* The block has left the bin for its page when it is freed again. */
+static int double_free_flushed(void)
+{
+    char *p = m_malloc(64);
+    char *others[600];
+    for (int i = 0; i < 600; i++)
+        others[i] = m_malloc(64);
+    say_address(p);
+    m_free(p);
+    for (int i = 0; i < 600; i++)
+        m_free(others[i]);
+    m_free(p);
+    for (int i = 0; i < 700; i++)
+        m_malloc(64);
+    return 0;
+}
+
+/* Another thread frees the block twice, with a free in between: its
+ * owner's remote list must not become a cycle. */
+static int double_free_remote_twice(void)
+{
+    char *p = m_malloc(300), *q = m_malloc(300);
+    say_address(p);
+    free_from_thread(p);
+    free_from_thread(q);
+    free_from_thread(p);
+    for (int i = 0; i < 2000; i++) /* the owner collects its remote list */
+        m_malloc(300);
+    return 0;
+}
+
+static int double_free_cached(void)
+{
+    char *p = m_malloc(300);
+    say_address(p);
+    run_in_thread(free_twice_in_heap_thread, p);
+    return 0;
+}
+
+static int double_free_cached_last(void)
+{
+    char *p = m_malloc(300);
+    say_address(p);
+    run_in_thread(free_twice_at_once_in_heap_thread, p);
+    return 0;
+}
+
+static int misaligned(void)
+{
+    char *p = m_malloc(100);
+    say_address(p + 1);
+    m_free(p + 1);
+    return 0;
+}
+
+static int interior(void)
+{
+    char *p = m_malloc(100);
+    say_address(p + 8);
+    m_free(p + 8);
+    return 0;
+}
+
+/* 16 bytes in: aligned as any block start, but inside a block. */
+static int interior_aligned(void)
+{
+    char *p = m_malloc(100);
+    memset(p, 'A', 100);
+    say_address(p + 16);
+    m_free(p + 16);
+    char *q = m_malloc(80);
+    memset(q, 'B', 80);
+    return 0;
+}
+
+/* A block start no allocation has returned yet, well past the first block
+ * of its page. */
+static int never_handed_out(void)
+{
+    char *p = m_malloc(16);
+    say_address(p + 16384);
+    m_free(p + 16384);
+    for (int i = 0; i < 2000; i++)
+        m_malloc(16);
+    return 0;
+}
+
+/* The freed block's link is overwritten with an address of the writer's
+ * choosing; the allocations after must not return it. */
+static int write_after_free(void)
+{
+    static char target[256];
+    char *p = m_malloc(64);
+    say_address(p);
+    m_free(p);
+    memcpy(p, &(char *){target + 64}, sizeof(char *));
+    for (int i = 0; i < 3; i++)
+        if (m_malloc(64) == target + 64)
+            printf("the forged address was returned\n");
+    return 0;
+}
+
+static int foreign(void)
+{
+    static char not_ours[64];
+    say_address(not_ours + 16);
+    m_free(not_ours + 16);
+    return 0;
+}
+
+static int large_double(void)
+{
+    char *p = m_malloc(8 << 20);
+    say_address(p);
+    m_free(p);
+    m_free(p);
+    return 0;
+}
+
+static int medium_double(void)
+{
+    char *p = m_malloc(1 << 20);
+    say_address(p);
+    m_free(p);
+    m_free(p);
+    return 0;
+}
+
+static int realloc_foreign(void)
+{
+    static char not_ours[64];
+    say_address(not_ours);
+    m_realloc(not_ours, 100);
+    return 0;
+}
+
+/* Blocks of 20000 bytes live in two-slice pages (6 a page). Free them all,
+ * so the first page goes back to its segment, let a one-slice page of
+ * 16-byte blocks take its first slice, then free a stale pointer into its
+ * second slice (block 4, at 80000 bytes). */
+static int stale_slice(void)
+{
+    char *blocks[30];
+    for (int i = 0; i < 30; i++)
+        blocks[i] = m_malloc(20000);
+    char *stale = blocks[4];
+    for (int i = 0; i < 30; i++)
+        m_free(blocks[i]);
+    for (int i = 0; i < 2000; i++)
+        m_malloc(16);
+    say_address(stale);
+    m_free(stale);
+    printf("stale free accepted\n");
+    return 0;
+}
+
+/* The secure flavour's cases know its block states; elsewhere they are no
+ * case at all. */
+static int secure_only(void)
+{
+    fprintf(stderr, "%s: a case of the secure flavour's build\n", check_name);
+    return 2;
+}
+
+/* A byte written into a freed small block, anywhere in its first 64 bytes
+ * (its canary's bytes among them): found when it leaves the quarantine,
+ * here at the trim that empties it. MISUSE_WRITE=SIZE@OFFSET says which
+ * block and byte. */
+static int small_write_after_free(void)
+{
+    const char *where = getenv("MISUSE_WRITE");
+    if (!TEST_SECURE)
+        return secure_only();
+    if (where == NULL || strchr(where, '@') == NULL) {
+        fprintf(stderr, "small-write-after-free: MISUSE_WRITE=SIZE@OFFSET is not set\n");
+        return 2;
+    }
+    size_t size = (size_t)atoi(where);
+    unsigned char *p = m_malloc(size);
+    say_address(p);
+    size_t slot = page_of(segment_of(p), p)->block_size;
+    m_free(p);
+    size_t at = (size_t)atoi(strchr(where, '@') + 1) % (slot < 64 ? slot : 64);
+    p[at] ^= 0x20;
+    strata_trim();
+    return 0;
+}
+
+/* A stray write into the block states (layout.h): the free that reads a
+ * nonsense state stops, however the block looks. */
+static int state_overwritten(void)
+{
+    if (!TEST_SECURE)
+        return secure_only();
+    char *p = m_malloc(100);
+    say_address(p);
+    size_t slot = page_of(segment_of(p), p)->block_size;
+    *block_state(p, slot) = (uint16_t)(slot + 2);
+    m_free(p);
+    return 0;
+}
+
+/* 100 MB of 1000-byte blocks freed in order: pages and whole segments go
+ * back while checked mode's frees run (a free must not read its page after
+ * releasing it). */
+static int free_many(void)
+{
+    enum { COUNT = 100000 };
+    static char *blocks[COUNT];
+    for (int i = 0; i < COUNT; i++) {
+        blocks[i] = m_malloc(1000);
+        memset(blocks[i], i & 0xff, 1000);
+    }
+    for (int i = 0; i < COUNT; i++)
+        m_free(blocks[i]);
+    say_address(NULL);
+    return 0;
+}
+
+/* Heavy correct use: checked mode must not report anything. */
+static int clean(void)
+{
+    void *held[512] = {0};
+    unsigned long long rng = 5;
+    for (int i = 0; i < 50000; i++) {
+        unsigned slot = (unsigned)(check_random(&rng) % 512);
+        if (held[slot] && check_random(&rng) % 4 == 0) {
+            pthread_t t;
+            pthread_create(&t, NULL, free_in_thread, held[slot]);
+            pthread_join(t, NULL);
+        } else {
+            m_free(held[slot]);
+        }
+        size_t r = check_random(&rng);
+        held[slot] = r % 3 ? m_malloc(r % 3000) : m_realloc(NULL, r % 300000);
+    }
+    for (int i = 0; i < 512; i++)
+        m_free(held[i]);
+    say_address(NULL);
+    return 0;
+}
+
+/* Every case, with its row of the Misuse table of docs/safety.md where it
+ * has one, in the table's words. */
+struct misuse {
+    struct check_case child;
+    const char *what;   /* the row's misuse; NULL: not a row of the table */
+    const char *report; /* what strata's report says */
+};
+
+static const struct misuse misuses[] = {
+    {{"double-free", double_free}, "double free of the block freed last", "double free"},
+    {{"double-free-later", double_free_later}, "double free of an older block (`free(p); free(q); free(p)`), the program allocating on", "double free"},
+    {{"double-free-flushed", double_free_flushed}, "double free of a block gone back to its page, the program allocating on", "double free"},
+    {{"double-free-remote", double_free_remote}, "a block freed by another thread, then by its owner, the program allocating on", "double free"},
+    {{"double-free-remote-twice", double_free_remote_twice}, "a block freed twice by another thread", "double free"},
+    {{"double-free-cached", double_free_cached}, "a block freed twice by another thread that allocates too, the program allocating on", "double free"},
+    {{"double-free-cached-last", double_free_cached_last}, "a block freed twice in a row by another thread that allocates too", "double free"},
+    {{"medium-double", medium_double}, "a medium block (1 MiB) freed twice", "double free"},
+    {{"large-double", large_double}, "a large block (8 MiB) freed twice", "double free"},
+    {{"misaligned", misaligned}, "`free(p + 1)`", "not the start of a block"},
+    {{"interior", interior}, "`free(p + 8)`", "not the start of a block"},
+    {{"interior-aligned", interior_aligned}, "`free(p + 16)`, inside a 100-byte block", "not the start of a block"},
+    {{"never-handed-out", never_handed_out}, "`free(malloc(16) + 16384)`: a block no allocation returned", "never allocated"},
+    {{"stale-slice", stale_slice}, "a free into a page released since", "not"},
+    {{"foreign", foreign}, "`free` of a pointer into static memory", "did not allocate"},
+    {{"realloc-foreign", realloc_foreign}, "`realloc` of a pointer into static memory", "did not allocate"},
+    {{"write-after-free", write_after_free}, NULL, "write after free"},
+    {{"small-write-after-free", small_write_after_free}, NULL, "write after free"},
+    {{"state-overwritten", state_overwritten}, NULL, "state is overwritten"},
+    {{"free-many", free_many}, NULL, NULL},
+    {{"clean", clean}, NULL, NULL},
+};
+
+/* ---- the tests, in this process --------------------------------------------------------- */
 
 static struct outcome spawn(const char *name, const char *check_value)
 {
@@ -279,31 +405,6 @@ static const char *ending(const struct outcome *o, int strata)
     return "runs on";
 }
 
-struct row {
-    const char *name, *what;
-    const char *report; /* what strata's report says */
-};
-
-/* The comparison table, in the words of docs/safety.md. */
-static const struct row table[] = {
-    {"double-free", "double free of the block freed last", "double free"},
-    {"double-free-later", "double free of an older block (`free(p); free(q); free(p)`), the program allocating on", "double free"},
-    {"double-free-flushed", "double free of a block gone back to its page, the program allocating on", "double free"},
-    {"double-free-remote", "a block freed by another thread, then by its owner, the program allocating on", "double free"},
-    {"double-free-remote-twice", "a block freed twice by another thread", "double free"},
-    {"double-free-cached", "a block freed twice by another thread that allocates too, the program allocating on", "double free"},
-    {"double-free-cached-last", "a block freed twice in a row by another thread that allocates too", "double free"},
-    {"medium-double", "a medium block (1 MiB) freed twice", "double free"},
-    {"large-double", "a large block (8 MiB) freed twice", "double free"},
-    {"misaligned", "`free(p + 1)`", "not the start of a block"},
-    {"interior", "`free(p + 8)`", "not the start of a block"},
-    {"interior-aligned", "`free(p + 16)`, inside a 100-byte block", "not the start of a block"},
-    {"never-handed-out", "`free(malloc(16) + 16384)`: a block no allocation returned", "never allocated"},
-    {"stale-slice", "a free into a page released since", "not"},
-    {"foreign", "`free` of a pointer into static memory", "did not allocate"},
-    {"realloc-foreign", "`realloc` of a pointer into static memory", "did not allocate"},
-};
-
 /* Whether docs/safety.md holds this exact line. */
 static int readme_has(const char *line)
 {
@@ -320,65 +421,38 @@ static int readme_has(const char *line)
     return found;
 }
 
-int main(int argc, char **argv)
+/* Each row of the Misuse table, on strata in both modes and on glibc: every
+ * one stopped with a report naming the address, in either mode; what
+ * glibc stops, strata stops; and docs/safety.md has the line the runs
+ * make. Built on the secure flavour: it stops every one, with a report
+ * and the address (its own words for some). */
+static void test_table(void)
 {
-    if (argc == 2)
-        return run_case(argv[1]);
-
+    if (TEST_SECURE) {
+        for (size_t i = 0; i < CHECK_COUNT(misuses); i++) {
+            const struct misuse *row = &misuses[i];
+            if (row->what == NULL)
+                continue;
+            struct outcome o = spawn(row->child.name, NULL);
+            CHECK(aborted(&o) && check_reports(&o, "strata: error: ", ""));
+            if (!aborted(&o))
+                printf("  the secure flavour did not stop: %s\n", row->what);
+        }
+        return;
+    }
     /* Sanitizers replace glibc's malloc with their own: the glibc column is
      * measured in the plain builds only. */
     const char *sanitizer = getenv("SANITIZER");
     int with_glibc = sanitizer == NULL || sanitizer[0] == '\0';
-    if (TEST_SECURE) {
-        /* Built on the secure flavour: every misuse checked mode catches,
-         * it stops by default, with a report and the address (its own
-         * words for some); a forged link is never followed. */
-        for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
-            struct outcome o = spawn(table[i].name, NULL);
-            CHECK(aborted(&o) && check_reports(&o, "strata: error: ", ""));
-            if (!aborted(&o))
-                printf("  the secure flavour did not stop: %s\n", table[i].what);
-        }
-        struct outcome o = spawn("write-after-free", NULL);
-        CHECK((aborted(&o) || exited_cleanly(&o)) && strstr(o.output, "forged address was returned") == NULL);
-        /* A write after free anywhere in a small block's first 64 bytes. */
-        static const char *small_writes[] = {"1@0", "1@5", "1@15", "8@8", "8@12", "24@24", "24@31",
-                                             "50@48", "50@63", "56@60", "100@7", "100@63"};
-        for (size_t i = 0; i < sizeof small_writes / sizeof small_writes[0]; i++) {
-            char name[64];
-            snprintf(name, sizeof name, "small-write-after-free-%s", small_writes[i]);
-            o = spawn(name, NULL);
-            CHECK(aborted(&o) && check_reports(&o, "strata: error: ", "write after free"));
-            if (!aborted(&o))
-                printf("  not stopped: %s\n", name);
-        }
-        o = spawn("state-overwritten", NULL);
-        CHECK(aborted(&o) && check_reports(&o, "strata: error: ", "state is overwritten"));
-        /* heap_check sees a free block whose state says it is handed out. */
-        char *keep = strata_malloc(100), *p = strata_malloc(100); /* keep holds the page */
-        size_t slot = page_of(segment_of(p), p)->block_size;
-        strata_free(p);
-        strata_trim(); /* out of the quarantine, onto a free list */
-        CHECK(heap_check(thread_heap) == NULL);
-        *block_state(p, slot) = 1;
-        const char *broken = heap_check(thread_heap);
-        CHECK(broken != NULL && strstr(broken, "state") != NULL);
-        *block_state(p, slot) = 0;
-        CHECK(heap_check(thread_heap) == NULL);
-        strata_free(keep);
-        o = spawn("free-many", NULL);
-        CHECK(exited_cleanly(&o) && strstr(o.output, "strata:") == NULL);
-        o = spawn("clean", NULL);
-        CHECK(exited_cleanly(&o) && strstr(o.output, "strata:") == NULL);
-        return check_finish();
-    }
     if (!with_glibc)
         printf("glibc column not measured under a sanitizer (its malloc is the sanitizer's)\n");
     printf("| misuse | glibc | strata | `STRATA_CHECK=1` |\n| --- | --- | --- | --- |\n");
-    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
-        const struct row *row = &table[i];
-        struct outcome on_strata = spawn(row->name, NULL);
-        struct outcome checked = spawn(row->name, "1");
+    for (size_t i = 0; i < CHECK_COUNT(misuses); i++) {
+        const struct misuse *row = &misuses[i];
+        if (row->what == NULL)
+            continue;
+        struct outcome on_strata = spawn(row->child.name, NULL);
+        struct outcome checked = spawn(row->child.name, "1");
         const char *strata_end = ending(&on_strata, 1), *checked_end = ending(&checked, 1);
         /* Every case is a misuse checked mode can see, and says so with
          * the address; so does the default mode, wherever it stops. */
@@ -389,7 +463,7 @@ int main(int argc, char **argv)
         CHECK(strcmp(strata_end, "stops") == 0);
         if (!with_glibc)
             continue;
-        struct outcome glibc = check_spawn(row->name, "MISUSE_GLIBC=1");
+        struct outcome glibc = check_spawn(row->child.name, "MISUSE_GLIBC=1");
         const char *glibc_end = ending(&glibc, 0);
         /* What glibc stops, strata's default mode stops. */
         if (strcmp(glibc_end, "stops") == 0)
@@ -402,25 +476,115 @@ int main(int argc, char **argv)
         if (!readme_has(line))
             printf("  (the Misuse table of docs/safety.md does not have this line)\n");
     }
+}
 
-    /* A forged link in a freed block: never followed, in either mode. */
+/* A forged link in a freed block: never followed, in either mode. */
+static void test_forged_link(void)
+{
     struct outcome o = spawn("write-after-free", NULL);
+    if (TEST_SECURE) {
+        CHECK((aborted(&o) || exited_cleanly(&o)) && strstr(o.output, "forged address was returned") == NULL);
+        return;
+    }
     CHECK(aborted(&o) && check_reports(&o, "strata: error: ", "write after free"));
     CHECK(strstr(o.output, "forged address was returned") == NULL);
     o = spawn("write-after-free", "1");
     CHECK(aborted(&o) && strstr(o.output, "forged address was returned") == NULL);
+}
 
-    /* No false alarm on heavy correct use, in either mode. */
-    o = spawn("free-many", "1");
-    CHECK(exited_cleanly(&o) && strstr(o.output, "strata:") == NULL);
-    o = spawn("free-many", NULL);
-    CHECK(exited_cleanly(&o) && strstr(o.output, "strata:") == NULL);
-    o = spawn("clean", "1");
-    CHECK(exited_cleanly(&o) && strstr(o.output, "strata:") == NULL);
-    o = spawn("clean", NULL);
-    CHECK(exited_cleanly(&o) && strstr(o.output, "strata:") == NULL);
-    /* A malformed option value is reported, and the default is used. */
-    o = spawn("clean", "maybe");
+/* The secure flavour: a write after free anywhere in a small block's first
+ * 64 bytes is stopped. */
+static void test_small_write_after_free(void)
+{
+    if (!TEST_SECURE) {
+        printf("writes into freed small blocks are stopped by the secure flavour (tests-secure)\n");
+        return;
+    }
+    static const char *small_writes[] = {"1@0", "1@5", "1@15", "8@8", "8@12", "24@24", "24@31",
+                                         "50@48", "50@63", "56@60", "100@7", "100@63"};
+    for (size_t i = 0; i < CHECK_COUNT(small_writes); i++) {
+        char env[64];
+        snprintf(env, sizeof env, "MISUSE_WRITE=%s", small_writes[i]);
+        struct outcome o = check_spawn("small-write-after-free", env);
+        CHECK(aborted(&o) && check_reports(&o, "strata: error: ", "write after free"));
+        if (!aborted(&o))
+            printf("  not stopped: a write after free at %s (size@offset)\n", small_writes[i]);
+    }
+}
+
+/* The secure flavour: a block state overwritten by a stray write is
+ * reported at the block's free. */
+static void test_state_overwritten(void)
+{
+    if (!TEST_SECURE) {
+        printf("block states are the secure flavour's (tests-secure)\n");
+        return;
+    }
+    struct outcome o = spawn("state-overwritten", NULL);
+    CHECK(aborted(&o) && check_reports(&o, "strata: error: ", "state is overwritten"));
+}
+
+/* The secure flavour: heap_check sees a free block whose state says it is
+ * handed out. */
+static void test_heap_check_states(void)
+{
+    if (!TEST_SECURE) {
+        printf("block states are the secure flavour's (tests-secure)\n");
+        return;
+    }
+    char *keep = strata_malloc(100), *p = strata_malloc(100); /* keep holds the page */
+    size_t slot = page_of(segment_of(p), p)->block_size;
+    strata_free(p);
+    strata_trim(); /* out of the quarantine, onto a free list */
+    CHECK_SOUND(heap_check(thread_heap));
+    *block_state(p, slot) = 1;
+    const char *broken = heap_check(thread_heap);
+    CHECK(broken != NULL && strstr(broken, "state") != NULL);
+    *block_state(p, slot) = 0;
+    CHECK_SOUND(heap_check(thread_heap));
+    strata_free(keep);
+}
+
+/* No false alarm on heavy correct use, in either mode (the secure flavour:
+ * its default mode). */
+static void test_no_false_alarm(void)
+{
+    static const char *const modes[] = {"1", NULL};
+    for (size_t i = TEST_SECURE ? 1 : 0; i < CHECK_COUNT(modes); i++) {
+        struct outcome o = spawn("free-many", modes[i]);
+        CHECK(exited_cleanly(&o) && strstr(o.output, "strata:") == NULL);
+    }
+    for (size_t i = TEST_SECURE ? 1 : 0; i < CHECK_COUNT(modes); i++) {
+        struct outcome o = spawn("clean", modes[i]);
+        CHECK(exited_cleanly(&o) && strstr(o.output, "strata:") == NULL);
+    }
+}
+
+/* A malformed option value is reported, and the default is used. */
+static void test_malformed_option(void)
+{
+    struct outcome o = spawn("clean", "maybe");
     CHECK(exited_cleanly(&o) && strstr(o.output, "STRATA_CHECK=maybe is not valid (a flag: 1/0, yes/no, on/off or true/false, in any case); using the default, 0") != NULL);
-    return check_finish();
+}
+
+static const struct check_test tests[] = {
+    {"table", test_table},
+    {"forged_link", test_forged_link},
+    {"small_write_after_free", test_small_write_after_free},
+    {"state_overwritten", test_state_overwritten},
+    {"heap_check_states", test_heap_check_states},
+    {"no_false_alarm", test_no_false_alarm},
+    {"malformed_option", test_malformed_option},
+};
+
+int main(int argc, char **argv)
+{
+    /* A child on glibc's malloc (the table's glibc column): every case's
+     * calls go there. */
+    if (getenv("MISUSE_GLIBC") != NULL) {
+        m_malloc = malloc;
+        m_free = free;
+        m_realloc = realloc;
+    }
+    return check_main(argc, argv, CHECK_TESTS(tests), CHECK_CASES_IN(misuses, child));
 }

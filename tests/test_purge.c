@@ -72,110 +72,158 @@ static size_t resident_states(const void *p)
     return n;
 }
 
-static int run_case(const char *name)
+/* A segment of 16-byte blocks freed but one: its states go back with its
+ * slices. */
+static int states(void)
 {
-    if (strcmp(name, "states") == 0) {
-        /* A segment of 16-byte blocks freed but one: its states go back
-         * with its slices. */
-        enum { COUNT = 150000 };
-        void **blocks = strata_malloc(COUNT * sizeof *blocks);
-        for (size_t i = 0; i < COUNT; i++)
-            blocks[i] = strata_malloc(8);
-        size_t before = resident_states(blocks[0]);
-        for (size_t i = 1; i < COUNT; i++)
-            strata_free(blocks[i]);
-        strata_trim();
-        printf("states_before=%zu states_after=%zu\n", before, resident_states(blocks[0]));
-        strata_free(blocks[0]);
-        strata_free(blocks);
-        return 0;
-    }
-    strata_free(strata_malloc(1));
-    size_t start = resident_bytes();
-    size_t count;
-    if (strcmp(name, "quiet") == 0 || strcmp(name, "delay0") == 0) {
-        void **blocks = burst(200 * MB, &count);
-        free_burst(blocks, count);
-        quiet(strcmp(name, "quiet") == 0 ? 200 : 0); /* no allocator call at all */
-        return report_resident(start);
-    }
-    if (strcmp(name, "trim") == 0) {
-        void **blocks = burst(200 * MB, &count);
-        void *big = strata_malloc(20 * MB);
-        memset(big, 1, 20 * MB);
-        free_burst(blocks, count);
-        strata_free(big);
-        strata_trim();
-        return report_resident(start);
-    }
-    if (strcmp(name, "limit") == 0) {
-        errno = 0;
-        void *huge = strata_malloc(100 * MB);
-        printf("huge=%d errno=%d\n", huge != NULL, errno == ENOMEM);
-        void **blocks = strata_malloc(100000 * sizeof *blocks);
-        size_t n = 0;
-        while (n < 100000 && (blocks[n] = strata_malloc(1000)) != NULL)
-            n++;
-        printf("small_mb=%zu errno=%d\n", n * 1000 / MB, errno == ENOMEM);
-        for (size_t i = 0; i < n; i++)
-            strata_free(blocks[i]);
-        void *again = strata_malloc(30 * MB);
-        printf("recovered=%d\n", again != NULL);
-        strata_free(again);
-        strata_free(blocks);
-        return 0;
-    }
-    if (strcmp(name, "limit-small") == 0) {
-        /* A segment's aligned mapping is padded while it is made: only what
-         * stays mapped counts against the limit. */
-        void *small = strata_malloc(16);
-        errno = 0;
-        void *big = strata_malloc(16 * MB);
-        printf("small=%d big=%d errno=%d\n", small != NULL, big != NULL, errno == ENOMEM);
-        strata_free(small);
-        return 0;
-    }
-    if (strcmp(name, "stats") == 0) {
-        struct strata_stats before, during, after;
-        strata_stats_get(&before);
-        static const size_t sizes[] = {8, 100, 1000, 5000, 40000, 100000, 300000, 2000000};
-        void *held[8][10];
-        size_t usable = 0;
-        for (int s = 0; s < 8; s++)
-            for (int i = 0; i < 10; i++) {
-                held[s][i] = strata_malloc(sizes[s]);
-                usable += strata_usable_size(held[s][i]);
-            }
-        strata_stats_get(&during);
-        printf("added=%zu usable=%zu large=%zu heaps=%zu peak_ok=%d eimval=%d\n",
-               during.allocated - before.allocated, usable, during.large_blocks - before.large_blocks,
-               during.live_heaps, during.allocated_peak >= during.allocated,
-               strata_stats_get(NULL) == EINVAL);
-        size_t class_1000 = 0;
-        for (size_t c = 0; c < during.classes; c++)
-            if (during.size_class[c].block_size == 1024)
-                class_1000 = during.size_class[c].blocks_in_use - before.size_class[c].blocks_in_use;
-        printf("class1024=%zu\n", class_1000);
-        for (int s = 0; s < 8; s++)
-            for (int i = 0; i < 10; i++)
-                strata_free(held[s][i]);
-        strata_stats_get(&after);
-        printf("back=%d mapped=%d\n", after.allocated == before.allocated, after.mapped > 0);
-        strata_stats_json(stdout);
-        strata_stats_print(stdout);
-        return 0;
-    }
-    if (strcmp(name, "sample") == 0) { /* 8 MB held 60 ms, then freed for 60 ms */
-        void **blocks = burst(8 * MB, &count);
-        quiet(60);
-        free_burst(blocks, count);
-        quiet(60);
-        return 0;
-    }
-    if (strcmp(name, "idle") == 0)
-        return 0;
-    return 2;
+    enum { COUNT = 150000 };
+    void **blocks = strata_malloc(COUNT * sizeof *blocks);
+    for (size_t i = 0; i < COUNT; i++)
+        blocks[i] = strata_malloc(8);
+    size_t before = resident_states(blocks[0]);
+    for (size_t i = 1; i < COUNT; i++)
+        strata_free(blocks[i]);
+    strata_trim();
+    printf("states_before=%zu states_after=%zu\n", before, resident_states(blocks[0]));
+    strata_free(blocks[0]);
+    strata_free(blocks);
+    return 0;
 }
+
+/* The other cases start from strata in place and this resident size. */
+static size_t started(void)
+{
+    strata_free(strata_malloc(1));
+    return resident_bytes();
+}
+
+/* A 200 MB burst freed, then `ms` milliseconds without an allocator call. */
+static int burst_then_quiet(long ms)
+{
+    size_t start = started(), count;
+    void **blocks = burst(200 * MB, &count);
+    free_burst(blocks, count);
+    quiet(ms);
+    return report_resident(start);
+}
+
+static int quiet_after_burst(void)
+{
+    return burst_then_quiet(200);
+}
+
+static int burst_freed(void)
+{
+    return burst_then_quiet(0);
+}
+
+static int trim(void)
+{
+    size_t start = started(), count;
+    void **blocks = burst(200 * MB, &count);
+    void *big = strata_malloc(20 * MB);
+    memset(big, 1, 20 * MB);
+    free_burst(blocks, count);
+    strata_free(big);
+    strata_trim();
+    return report_resident(start);
+}
+
+static int limit(void)
+{
+    started();
+    errno = 0;
+    void *huge = strata_malloc(100 * MB);
+    printf("huge=%d errno=%d\n", huge != NULL, errno == ENOMEM);
+    void **blocks = strata_malloc(100000 * sizeof *blocks);
+    size_t n = 0;
+    while (n < 100000 && (blocks[n] = strata_malloc(1000)) != NULL)
+        n++;
+    printf("small_mb=%zu errno=%d\n", n * 1000 / MB, errno == ENOMEM);
+    for (size_t i = 0; i < n; i++)
+        strata_free(blocks[i]);
+    void *again = strata_malloc(30 * MB);
+    printf("recovered=%d\n", again != NULL);
+    strata_free(again);
+    strata_free(blocks);
+    return 0;
+}
+
+/* A segment's aligned mapping is padded while it is made: only what stays
+ * mapped counts against the limit. */
+static int limit_small(void)
+{
+    started();
+    void *small = strata_malloc(16);
+    errno = 0;
+    void *big = strata_malloc(16 * MB);
+    printf("small=%d big=%d errno=%d\n", small != NULL, big != NULL, errno == ENOMEM);
+    strata_free(small);
+    return 0;
+}
+
+static int stats(void)
+{
+    started();
+    struct strata_stats before, during, after;
+    strata_stats_get(&before);
+    static const size_t sizes[] = {8, 100, 1000, 5000, 40000, 100000, 300000, 2000000};
+    void *held[8][10];
+    size_t usable = 0;
+    for (int s = 0; s < 8; s++)
+        for (int i = 0; i < 10; i++) {
+            held[s][i] = strata_malloc(sizes[s]);
+            usable += strata_usable_size(held[s][i]);
+        }
+    strata_stats_get(&during);
+    printf("added=%zu usable=%zu large=%zu heaps=%zu peak_ok=%d eimval=%d\n",
+           during.allocated - before.allocated, usable, during.large_blocks - before.large_blocks,
+           during.live_heaps, during.allocated_peak >= during.allocated,
+           strata_stats_get(NULL) == EINVAL);
+    size_t class_1000 = 0;
+    for (size_t c = 0; c < during.classes; c++)
+        if (during.size_class[c].block_size == 1024)
+            class_1000 = during.size_class[c].blocks_in_use - before.size_class[c].blocks_in_use;
+    printf("class1024=%zu\n", class_1000);
+    for (int s = 0; s < 8; s++)
+        for (int i = 0; i < 10; i++)
+            strata_free(held[s][i]);
+    strata_stats_get(&after);
+    printf("back=%d mapped=%d\n", after.allocated == before.allocated, after.mapped > 0);
+    strata_stats_json(stdout);
+    strata_stats_print(stdout);
+    return 0;
+}
+
+/* 8 MB held 60 ms, then freed for 60 ms. */
+static int sample(void)
+{
+    started();
+    size_t count;
+    void **blocks = burst(8 * MB, &count);
+    quiet(60);
+    free_burst(blocks, count);
+    quiet(60);
+    return 0;
+}
+
+static int idle(void)
+{
+    started();
+    return 0;
+}
+
+static const struct check_case cases[] = {
+    {"states", states},
+    {"quiet", quiet_after_burst},
+    {"delay0", burst_freed},
+    {"trim", trim},
+    {"limit", limit},
+    {"limit-small", limit_small},
+    {"stats", stats},
+    {"sample", sample},
+    {"idle", idle},
+};
 
 static long field(const char *text, const char *key)
 {
@@ -183,69 +231,113 @@ static long field(const char *text, const char *key)
     return at ? strtol(at + strlen(key), NULL, 10) : -1;
 }
 
-int main(int argc, char **argv)
+/* A burst freed, then no call at all: the purger thread returns it.
+ * (Resident sizes are checked where they mean something, not under a
+ * sanitizer; what strata keeps cached is checked everywhere.) */
+static void test_purger_returns(void)
 {
-    if (argc == 2)
-        return run_case(argv[1]);
-
-    /* Resident sizes are checked where they mean something (not under a
-     * sanitizer); what strata keeps cached is checked everywhere. */
     int resident_ok = resident_is_meaningful();
-    /* A burst freed, then no call at all: the purger thread returns it. */
     struct outcome o = check_spawn("quiet", "STRATA_BACKGROUND_PURGE=2");
     long start = field(o.output, "start="), after = field(o.output, "after=");
     printf("quiet: %ld -> %ld KiB resident, %ld KiB cached\n", start, after, field(o.output, "cached="));
-    CHECK(exited_cleanly(&o) && field(o.output, "cached=") >= 0 && field(o.output, "cached=") < 4096);
-    if (resident_ok)
-        CHECK(start > 0 && after < start + 5 * 1024);
-    /* Without the purger, the heap keeps its recent free slices until a call. */
-    o = check_spawn("quiet", "STRATA_BACKGROUND_PURGE=0");
-    CHECK(exited_cleanly(&o) && field(o.output, "cached=") > 5 * 1024);
-    if (resident_ok)
-        CHECK(field(o.output, "after=") > field(o.output, "start=") + 5 * 1024);
-    /* Delay 0: gone as the frees happen. */
-    o = check_spawn("delay0", "STRATA_PURGE_DELAY_MS=0 STRATA_BACKGROUND_PURGE=0");
-    CHECK(exited_cleanly(&o) && field(o.output, "cached=") < 4096);
-    if (resident_ok)
-        CHECK(field(o.output, "after=") < field(o.output, "start=") + 5 * 1024);
-    /* strata_trim: within a few MB of the start, now. */
-    o = check_spawn("trim", "STRATA_BACKGROUND_PURGE=0 STRATA_PURGE_DELAY_MS=100000");
-    CHECK(exited_cleanly(&o) && field(o.output, "cached=") < 1024);
-    if (resident_ok)
-        CHECK(field(o.output, "after=") < field(o.output, "start=") + 3 * 1024);
-
-    /* The secure flavour's block states go back with their slices. */
-    if (TEST_SECURE && resident_ok) {
-        o = check_spawn("states", "STRATA_BACKGROUND_PURGE=0");
-        printf("states of 16-byte blocks: %ld OS pages resident, %ld once all but one block is freed\n",
-               field(o.output, "states_before="), field(o.output, "states_after="));
-        CHECK(exited_cleanly(&o) && field(o.output, "states_before=") >= 64 && field(o.output, "states_after=") <= 2);
-    }
-
-    /* The limit refuses past 64 MB, and recovers once memory is freed. */
-    o = check_spawn("limit", "STRATA_LIMIT_MB=64");
     CHECK(exited_cleanly(&o));
-    CHECK(field(o.output, "huge=") == 0 && field(o.output, "errno=") == 1);
-    CHECK(field(o.output, "small_mb=") >= 40 && field(o.output, "small_mb=") <= 64);
-    CHECK(field(o.output, "recovered=") == 1);
+    CHECK_CMP(field(o.output, "cached="), >=, 0);
+    CHECK_CMP(field(o.output, "cached="), <, 4096);
+    if (resident_ok) {
+        CHECK_CMP(start, >, 0);
+        CHECK_CMP(after, <, start + 5 * 1024);
+    }
+}
+
+/* Without the purger, the heap keeps its recent free slices until a call. */
+static void test_no_purger_keeps(void)
+{
+    int resident_ok = resident_is_meaningful();
+    struct outcome o = check_spawn("quiet", "STRATA_BACKGROUND_PURGE=0");
+    CHECK(exited_cleanly(&o));
+    CHECK_CMP(field(o.output, "cached="), >, 5 * 1024);
+    if (resident_ok)
+        CHECK_CMP(field(o.output, "after="), >, field(o.output, "start=") + 5 * 1024);
+}
+
+/* Delay 0: gone as the frees happen. */
+static void test_delay0(void)
+{
+    int resident_ok = resident_is_meaningful();
+    struct outcome o = check_spawn("delay0", "STRATA_PURGE_DELAY_MS=0 STRATA_BACKGROUND_PURGE=0");
+    CHECK(exited_cleanly(&o));
+    CHECK_CMP(field(o.output, "cached="), <, 4096);
+    if (resident_ok)
+        CHECK_CMP(field(o.output, "after="), <, field(o.output, "start=") + 5 * 1024);
+}
+
+/* strata_trim: within a few MB of the start, now. */
+static void test_trim(void)
+{
+    int resident_ok = resident_is_meaningful();
+    struct outcome o = check_spawn("trim", "STRATA_BACKGROUND_PURGE=0 STRATA_PURGE_DELAY_MS=100000");
+    CHECK(exited_cleanly(&o));
+    CHECK_CMP(field(o.output, "cached="), <, 1024);
+    if (resident_ok)
+        CHECK_CMP(field(o.output, "after="), <, field(o.output, "start=") + 3 * 1024);
+}
+
+/* The secure flavour's block states go back with their slices. */
+static void test_states(void)
+{
+    if (!TEST_SECURE) {
+        printf("block states are the secure flavour's\n");
+        return;
+    }
+    if (!resident_is_meaningful())
+        return;
+    struct outcome o = check_spawn("states", "STRATA_BACKGROUND_PURGE=0");
+    printf("states of 16-byte blocks: %ld OS pages resident, %ld once all but one block is freed\n",
+           field(o.output, "states_before="), field(o.output, "states_after="));
+    CHECK(exited_cleanly(&o));
+    CHECK_CMP(field(o.output, "states_before="), >=, 64);
+    CHECK_CMP(field(o.output, "states_after="), <=, 2);
+}
+
+/* The limit refuses past 64 MB, and recovers once memory is freed. */
+static void test_limit(void)
+{
+    struct outcome o = check_spawn("limit", "STRATA_LIMIT_MB=64");
+    CHECK(exited_cleanly(&o));
+    CHECK_CMP(field(o.output, "huge="), ==, 0);
+    CHECK_CMP(field(o.output, "errno="), ==, 1);
+    CHECK_CMP(field(o.output, "small_mb="), >=, 40);
+    CHECK_CMP(field(o.output, "small_mb="), <=, 64);
+    CHECK_CMP(field(o.output, "recovered="), ==, 1);
 
     o = check_spawn("limit-small", "STRATA_LIMIT_MB=8");
-    CHECK(exited_cleanly(&o) && field(o.output, "small=") == 1 && field(o.output, "big=") == 0 &&
-          field(o.output, "errno=") == 1);
+    CHECK(exited_cleanly(&o));
+    CHECK_CMP(field(o.output, "small="), ==, 1);
+    CHECK_CMP(field(o.output, "big="), ==, 0);
+    CHECK_CMP(field(o.output, "errno="), ==, 1);
+}
 
-    /* Statistics add up: allocated grows by the usable sizes, exactly. */
-    o = check_spawn("stats", "STRATA_BACKGROUND_PURGE=0");
+/* Statistics add up: allocated grows by the usable sizes, exactly. */
+static void test_stats(void)
+{
+    struct outcome o = check_spawn("stats", "STRATA_BACKGROUND_PURGE=0");
     CHECK(exited_cleanly(&o));
     /* (In the secure flavour a block's usable size is what was asked, and
      * statistics count its whole slot, with its canary.) */
-    if (TEST_SECURE)
-        CHECK(field(o.output, "added=") > field(o.output, "usable=") && field(o.output, "usable=") > 0);
-    else
-        CHECK(field(o.output, "added=") == field(o.output, "usable=") && field(o.output, "added=") > 0);
-    CHECK(field(o.output, "large=") == 20 && field(o.output, "heaps=") >= 1); /* 300 KB, 2 MB */
-    CHECK(field(o.output, "peak_ok=") == 1 && field(o.output, "eimval=") == 1);
-    CHECK(field(o.output, "class1024=") == 10);
-    CHECK(field(o.output, "back=") == 1 && field(o.output, "mapped=") == 1);
+    if (TEST_SECURE) {
+        CHECK_CMP(field(o.output, "added="), >, field(o.output, "usable="));
+        CHECK_CMP(field(o.output, "usable="), >, 0);
+    } else {
+        CHECK_CMP(field(o.output, "added="), ==, field(o.output, "usable="));
+        CHECK_CMP(field(o.output, "added="), >, 0);
+    }
+    CHECK_CMP(field(o.output, "large="), ==, 20); /* 300 KB, 2 MB */
+    CHECK_CMP(field(o.output, "heaps="), >=, 1);
+    CHECK_CMP(field(o.output, "peak_ok="), ==, 1);
+    CHECK_CMP(field(o.output, "eimval="), ==, 1);
+    CHECK_CMP(field(o.output, "class1024="), ==, 10);
+    CHECK_CMP(field(o.output, "back="), ==, 1);
+    CHECK_CMP(field(o.output, "mapped="), ==, 1);
     CHECK(strstr(o.output, "strata " STRATA_VERSION TEST_FLAVOUR " statistics") != NULL && strstr(o.output, "allocated") != NULL);
     /* The JSON line parses. */
     const char *json = strstr(o.output, "{\"version\"");
@@ -259,13 +351,22 @@ int main(int argc, char **argv)
         }
     }
     CHECK(parses);
+}
 
-    /* STRATA_SHOW_STATS prints the table at exit. */
-    o = check_spawn("idle", "STRATA_SHOW_STATS=1");
+/* STRATA_SHOW_STATS prints the table at exit; it names the program and its
+ * pid, in units that fit. */
+static void test_show_stats(void)
+{
+    struct outcome o = check_spawn("idle", "STRATA_SHOW_STATS=1");
     CHECK(exited_cleanly(&o) && strstr(o.output, "strata " STRATA_VERSION TEST_FLAVOUR " statistics") != NULL);
+    CHECK(exited_cleanly(&o) && strstr(o.output, "strata " STRATA_VERSION TEST_FLAVOUR " statistics of test (pid ") != NULL &&
+          strstr(o.output, " 0.0 MiB") == NULL && strstr(o.output, "given back") != NULL);
+}
 
-    /* Every option's malformed or out-of-range value is reported by name,
-     * with what is accepted and the default used. */
+/* Every option's malformed or out-of-range value is reported by name, with
+ * what is accepted and the default used. */
+static void test_malformed_options(void)
+{
     static const struct {
         const char *setting, *accepted;
     } bad[] = {
@@ -278,25 +379,33 @@ int main(int argc, char **argv)
         {"STRATA_THP=huge", "(a flag: 1/0, yes/no, on/off or true/false, in any case); using the default, 0"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        o = check_spawn("idle", bad[i].setting);
+        struct outcome o = check_spawn("idle", bad[i].setting);
         char expected[256];
         snprintf(expected, sizeof expected, "strata: warning: %s is not valid %s\n", bad[i].setting, bad[i].accepted);
         CHECK(exited_cleanly(&o) && strstr(o.output, expected) != NULL);
     }
-    /* Flags take one syntax in any case. */
+}
+
+/* Flags take one syntax in any case. */
+static void test_flags(void)
+{
     static const char *const on[] = {"1", "yes", "on", "true", "TRUE", "Yes", "ON"};
     static const char *const off[] = {"0", "no", "off", "false", "FALSE", "No", "Off"};
     for (size_t i = 0; i < sizeof on / sizeof on[0]; i++) {
         char setting[64];
         snprintf(setting, sizeof setting, "STRATA_SHOW_STATS=%s", on[i]);
-        o = check_spawn("idle", setting);
+        struct outcome o = check_spawn("idle", setting);
         CHECK(exited_cleanly(&o) && strstr(o.output, " statistics of ") != NULL && strstr(o.output, "warning") == NULL);
         snprintf(setting, sizeof setting, "STRATA_SHOW_STATS=%s", off[i]);
         o = check_spawn("idle", setting);
         CHECK(exited_cleanly(&o) && o.output[0] == '\0');
     }
-    /* A STRATA_ name that is no option is said once, with the nearest. */
-    o = check_spawn("idle", "STRATA_CHEKC=1");
+}
+
+/* A STRATA_ name that is no option is said once, with the nearest. */
+static void test_unknown_options(void)
+{
+    struct outcome o = check_spawn("idle", "STRATA_CHEKC=1");
     CHECK(exited_cleanly(&o) &&
           strcmp(o.output, "strata: warning: STRATA_CHEKC is not a strata option (did you mean STRATA_CHECK?); it is ignored\n") == 0);
     o = check_spawn("idle", "STRATA_PURGE_DELAY=5");
@@ -304,25 +413,31 @@ int main(int argc, char **argv)
     o = check_spawn("idle", "STRATA_WHATEVER=1");
     CHECK(exited_cleanly(&o) && strstr(o.output, "STRATA_WHATEVER is not a strata option; it is ignored (the options: "
                                                  "STRATA_PURGE_DELAY_MS STRATA_BACKGROUND_PURGE") != NULL);
-    /* STRATA_VERBOSE says at start (the children run as "test") that strata is in force, and how. */
-    o = check_spawn("idle", "STRATA_VERBOSE=1 STRATA_PURGE_DELAY_MS=25");
+}
+
+/* STRATA_VERBOSE says at start (the children run as "test") that strata is
+ * in force, and how. */
+static void test_verbose(void)
+{
+    struct outcome o = check_spawn("idle", "STRATA_VERBOSE=1 STRATA_PURGE_DELAY_MS=25");
     char in_force[128];
     snprintf(in_force, sizeof in_force, "strata " STRATA_VERSION TEST_FLAVOUR " in force in test (pid ");
     CHECK(exited_cleanly(&o) && strncmp(o.output, in_force, strlen(in_force)) == 0 &&
           strstr(o.output, " STRATA_PURGE_DELAY_MS=25 ") != NULL && strstr(o.output, " STRATA_VERBOSE=1 ") != NULL);
-    /* The exit table names the program and its pid, in units that fit. */
-    o = check_spawn("idle", "STRATA_SHOW_STATS=1");
-    CHECK(exited_cleanly(&o) && strstr(o.output, "strata " STRATA_VERSION TEST_FLAVOUR " statistics of test (pid ") != NULL &&
-          strstr(o.output, " 0.0 MiB") == NULL && strstr(o.output, "given back") != NULL);
-    /* STRATA_SAMPLE_MS: the purger thread appends the memory in use to the
-     * statistics file, in time order, and the exit record comes last. */
+}
+
+/* STRATA_SAMPLE_MS: the purger thread appends the memory in use to the
+ * statistics file, in time order, and the exit record comes last; without
+ * a file to write to, no sampling and no thread for it. */
+static void test_sampling(void)
+{
     char samples[] = "/tmp/strata-samples-XXXXXX";
     int samples_fd = mkstemp(samples);
-    CHECK(samples_fd >= 0);
+    CHECK_CMP(samples_fd, >=, 0);
     close(samples_fd);
     char setting[256];
     snprintf(setting, sizeof setting, "STRATA_STATS_FILE=%s STRATA_SAMPLE_MS=5 STRATA_BACKGROUND_PURGE=0 STRATA_VERBOSE=1", samples);
-    o = check_spawn("sample", setting);
+    struct outcome o = check_spawn("sample", setting);
     CHECK(exited_cleanly(&o) && strstr(o.output, "purger thread started") != NULL);
     FILE *records = fopen(samples, "r");
     CHECK(records != NULL);
@@ -346,13 +461,41 @@ int main(int argc, char **argv)
     if (records != NULL)
         fclose(records);
     unlink(samples);
-    CHECK(sampled >= 10 && in_order && last_is_exit);
-    CHECK(most >= (long)(8 * MB) && last_allocated >= 0 && last_allocated < (long)MB);
+    CHECK_CMP(sampled, >=, 10);
+    CHECK(in_order && last_is_exit);
+    CHECK_CMP(most, >=, (long)(8 * MB));
+    CHECK_CMP(last_allocated, >=, 0);
+    CHECK_CMP(last_allocated, <, (long)MB);
     /* Without a file to write to, no sampling and no thread for it. */
     o = check_spawn("sample", "STRATA_SAMPLE_MS=5 STRATA_BACKGROUND_PURGE=0 STRATA_VERBOSE=1");
     CHECK(exited_cleanly(&o) && strstr(o.output, "purger thread started") == NULL);
-    /* Huge pages on request, and the default with everything on. */
-    o = check_spawn("trim", "STRATA_THP=1 STRATA_VERBOSE=1");
+}
+
+/* Huge pages on request, and the default with everything on. */
+static void test_huge_pages(void)
+{
+    struct outcome o = check_spawn("trim", "STRATA_THP=1 STRATA_VERBOSE=1");
     CHECK(exited_cleanly(&o));
-    return check_finish();
+}
+
+static const struct check_test tests[] = {
+    {"purger_returns", test_purger_returns},
+    {"no_purger_keeps", test_no_purger_keeps},
+    {"delay0", test_delay0},
+    {"trim", test_trim},
+    {"states", test_states},
+    {"limit", test_limit},
+    {"stats", test_stats},
+    {"show_stats", test_show_stats},
+    {"malformed_options", test_malformed_options},
+    {"flags", test_flags},
+    {"unknown_options", test_unknown_options},
+    {"verbose", test_verbose},
+    {"sampling", test_sampling},
+    {"huge_pages", test_huge_pages},
+};
+
+int main(int argc, char **argv)
+{
+    return check_main(argc, argv, CHECK_TESTS(tests), CHECK_CASES(cases));
 }

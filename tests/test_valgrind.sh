@@ -22,9 +22,9 @@ for t in test_arena test_context; do
     check 'grep -Eq "^checks: [1-9][0-9]* passed, 0 failed$" "$out"' "$t passes under valgrind"
     check '! grep -q "==[0-9]*==" "$out"' "$t: no valgrind report"
 done
-valgrind --error-exitcode=99 "$BUILD/tests/test_arena" use-after-release > "$out" 2>&1
+valgrind --error-exitcode=99 "$BUILD/tests/test_arena" --case use-after-release > "$out" 2>&1
 check '[ $? -eq 99 ] && grep -q "Invalid write" "$out"' "arena: write after release reported"
-valgrind --error-exitcode=99 "$BUILD/tests/test_context" use-after-free-in-pool > "$out" 2>&1
+valgrind --error-exitcode=99 "$BUILD/tests/test_context" --case use-after-free-in-pool > "$out" 2>&1
 check '[ $? -eq 99 ] && grep -q "Invalid write" "$out"' "pool: write after free reported"
 
 # A program on the preloaded override: memcheck sees its blocks when told
