@@ -90,6 +90,7 @@ help:
 	@echo '                 the strata_*, arena and context API alone, leaving glibc'"'"'s malloc in place;'
 	@echo '                 libstrata-secure.so and libstrata-secure.a are the secure flavour'
 	@echo '  test           build and run the test suite; ends with "N passed, N failed"'
+	@echo '                 (ONLY=pattern: only the test programs and scripts whose name contains it)'
 	@echo '  test-deps      install the Debian packages the tests need (with sudo when not root)'
 	@echo '  test-debug     the test suite on the debug build (invariants asserted), in build-debug'
 	@echo '  test-asan      the tests under AddressSanitizer and UBSan, in build-asan'
@@ -211,7 +212,7 @@ $(BUILD)/bench/context: bench/context.c bench/common.h $(CORE_OBJ)
 	$(CC) -std=gnu11 $(WARN) -O2 -Iinclude -D_GNU_SOURCE $(CPPFLAGS) $(TALLOC_FLAGS) $< $(CORE_OBJ) -o $@ $(LDFLAGS) $(LIBS) $(TALLOC_LIBS) -lm
 
 test: all $(TEST_BIN) $(SECURE_TEST_BIN) $(BENCH_BIN)
-	BUILD=$(BUILD) CC=$(CC) CXX=$(CXX) sh tests/run.sh
+	BUILD=$(BUILD) CC=$(CC) CXX=$(CXX) ONLY="$(ONLY)" sh tests/run.sh
 
 # The debug build: strata_assert guards the invariants and the checkers run
 # at their checkpoints (page refill and release, thread exit, segment
@@ -232,12 +233,12 @@ test-asan:
 	$(MAKE) BUILD=build-asan CFLAGS="-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
 	  LIBS="-lpthread -fsanitize=address,undefined" build-asan/libstrata.a $(TEST_C:tests/%.c=build-asan/tests/%) \
 	  $(SECURE_ASAN_TESTS:%=build-asan/tests-secure/%)
-	BUILD=build-asan SANITIZER=asan sh tests/run.sh
+	BUILD=build-asan SANITIZER=asan ONLY="$(ONLY)" sh tests/run.sh
 
 test-tsan:
 	$(MAKE) BUILD=build-tsan CFLAGS="-O1 -g -fsanitize=thread" LIBS="-lpthread -fsanitize=thread" \
 	  build-tsan/libstrata.a $(TEST_C:tests/%.c=build-tsan/tests/%) $(SECURE_TSAN_TESTS:%=build-tsan/tests-secure/%)
-	BUILD=build-tsan SANITIZER=tsan sh tests/run.sh
+	BUILD=build-tsan SANITIZER=tsan ONLY="$(ONLY)" sh tests/run.sh
 
 bench: all $(BENCH_BIN)
 	BUILD=$(BUILD) python3 bench/run.py

@@ -1,7 +1,10 @@
 #!/bin/sh
 # tests/run.sh: runs every test program and script, prints one line per test
 # and, last, the totals as "N passed, N failed" (checks of all programs).
+# ONLY=pattern (make test ONLY=...) runs only those whose name, as the
+# lines print it, contains the pattern.
 BUILD=${BUILD:-build}
+ONLY=${ONLY:-}
 SANITIZER=${SANITIZER:-}
 export SANITIZER
 # Threads in a forked child are what test_fork checks; TSan must let them be.
@@ -9,11 +12,18 @@ export TSAN_OPTIONS="${TSAN_OPTIONS:-} die_after_fork=0"
 total_pass=0
 total_fail=0
 failed_tests=""
+ran=0
+
+selected() { # name as printed
+    case "$1" in *"$ONLY"*) return 0 ;; esac
+    return 1
+}
 
 record() { # name, output file, exit status
     line=$(grep -E '^checks: [0-9]+ passed, [0-9]+ failed$' "$2" | tail -n 1)
     p=$(echo "$line" | sed -E 's/checks: ([0-9]+) passed.*/\1/')
     f=$(echo "$line" | sed -E 's/.* ([0-9]+) failed/\1/')
+    ran=$((ran + 1))
     [ -n "$p" ] || { p=0; f=1; }
     if [ "$3" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
     total_pass=$((total_pass + p))
@@ -33,6 +43,7 @@ for t in "$BUILD"/tests/test_* "$BUILD"/tests-secure/test_*; do
     [ -x "$t" ] || continue
     name=$(basename "$t")
     case "$t" in */tests-secure/*) flavour=" (secure flavour)" ;; *) flavour="" ;; esac
+    selected "$name$flavour" || continue
     case "$SANITIZER:$name$flavour" in
         tsan:test_api*|tsan:test_sizeclass*|tsan:test_pages*|tsan:test_misuse*) continue ;;
         "tsan:test_exit (secure flavour)"|"tsan:test_purge (secure flavour)")
@@ -51,28 +62,34 @@ for t in "$BUILD"/tests/test_* "$BUILD"/tests-secure/test_*; do
 done
 # The stress test once more in checked mode: every free validated, no false
 # alarm, and (under TSan) no race in the checks themselves.
-if [ -x "$BUILD/tests/test_stress" ]; then
+if [ -x "$BUILD/tests/test_stress" ] && selected "test_stress (STRATA_CHECK=1)"; then
     STRATA_CHECK=1 STRESS_SCALE=0.5 timeout 600 "$BUILD/tests/test_stress" > "$out" 2>&1
     record "test_stress (STRATA_CHECK=1)" "$out" $?
 fi
 # Contexts in checked mode: every block they return to the general allocator
 # is validated there (no double or foreign free hidden behind a context).
-if [ -x "$BUILD/tests/test_context" ]; then
+if [ -x "$BUILD/tests/test_context" ] && selected "test_context (STRATA_CHECK=1)"; then
     STRATA_CHECK=1 timeout 600 "$BUILD/tests/test_context" > "$out" 2>&1
     record "test_context (STRATA_CHECK=1)" "$out" $?
 fi
 # Thread exit without a purger thread: heaps are given up at once.
-if [ -x "$BUILD/tests/test_exit" ]; then
+if [ -x "$BUILD/tests/test_exit" ] && selected "test_exit (STRATA_BACKGROUND_PURGE=0)"; then
     STRATA_BACKGROUND_PURGE=0 timeout 600 "$BUILD/tests/test_exit" > "$out" 2>&1
     record "test_exit (STRATA_BACKGROUND_PURGE=0)" "$out" $?
 fi
 if [ -z "$SANITIZER" ]; then
     for s in tests/test_*.sh; do
+        selected "$(basename "$s")" || continue
         BUILD="$BUILD" timeout 900 sh "$s" > "$out" 2>&1
         record "$(basename "$s")" "$out" $?
     done
 fi
 rm -f "$out"
+if [ -n "$ONLY" ] && [ "$ran" -eq 0 ]; then # a misspelt pattern is no green run
+    echo "FAIL nothing ran: no test run here has a name containing '$ONLY'"
+    total_fail=$((total_fail + 1))
+    failed_tests="$failed_tests ONLY=$ONLY"
+fi
 [ -n "$failed_tests" ] && echo "failed:$failed_tests"
 echo "$total_pass passed, $total_fail failed"
 [ "$total_fail" -eq 0 ]
