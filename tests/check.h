@@ -124,10 +124,11 @@ static inline void check_show_pointer(char *text, const void *value)
 
 /* `CHECK_CMP(a, op, b)` checks `a op b`, evaluating a and b once; on failure
  * it prints the expression and both values. The comparison runs on copies,
- * which are no longer constants: the compiler's sign-compare warning is
- * silenced there and raised instead by the expression as written, in a
- * branch never taken (gcc warns there, clang not), so a comparison warns
- * exactly when the plain one would. Arrays are no operands: pass a pointer. */
+ * which are no longer constants (`n >= 100` would warn of signedness): the
+ * sign-compare warning is silenced there and raised instead by the
+ * expression as written, in a branch never taken, so that with gcc a
+ * comparison warns exactly when the plain one would (clang says nothing
+ * in a branch never taken). Arrays are no operands: pass a pointer. */
 #define CHECK_CMP(a, op, b)                                                      \
     do {                                                                         \
         if (0)                                                                   \
