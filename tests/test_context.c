@@ -14,11 +14,14 @@
 
 #define TREE_OK(p) tree_ok((p), __LINE__)
 
+/* ctx_check's verdict inside a larger condition (alone, CHECK_SOUND says
+ * it): on a broken invariant, says which, where and in which test. */
 static int tree_ok(const void *p, int line)
 {
     const char *problem = ctx_check(p);
     if (problem != NULL)
-        fprintf(stderr, "line %d: tree check: %s\n", line, problem);
+        fprintf(stderr, "%s:%d: in %s %s: tree check: %s\n", __FILE__, line, check_kind,
+                check_name != NULL ? check_name : "(a thread)", problem);
     return problem == NULL;
 }
 
@@ -61,7 +64,7 @@ static void test_shape(void)
     CHECK_CMP(strata_ctx_total_size(root), ==, 100 + 40 + 6 + 40);
     CHECK_CMP(strata_ctx_total_blocks(root), ==, 5);
     CHECK_CMP(strata_ctx_total_blocks(a), ==, 3);
-    CHECK(TREE_OK(root));
+    CHECK_SOUND(ctx_check(root));
 
     char *s = strata_ctx_asprintf(b, "%d-%s-%0300d", 42, "x", 7); /* longer than the stack buffer */
     CHECK(s != NULL && strncmp(s, "42-x-000", 8) == 0);
@@ -73,7 +76,7 @@ static void test_shape(void)
     CHECK(m != NULL && m[2] == 2);
     CHECK_CMP(strata_ctx_parent(m), ==, b);
     CHECK_CMP(strata_ctx_total_blocks(b), ==, 4);
-    CHECK(TREE_OK(root));
+    CHECK_SOUND(ctx_check(root));
 
     errno = 0;
     CHECK(strata_ctx_alloc_array(root, SIZE_MAX / 2, 3) == NULL);
@@ -82,7 +85,7 @@ static void test_shape(void)
     CHECK(strata_ctx_alloc(root, SIZE_MAX - 8) == NULL);
     CHECK_CMP(errno, ==, ENOMEM);
     CHECK_CMP(strata_ctx_total_blocks(root), ==, 8);
-    CHECK(TREE_OK(root));
+    CHECK_SOUND(ctx_check(root));
 
     strata_ctx_set_name(a, "a");
     CHECK(strcmp(strata_ctx_name(a), "a") == 0 && strata_ctx_name(b) == NULL);
@@ -92,11 +95,11 @@ static void test_shape(void)
     CHECK_CMP(strata_ctx_total_blocks(root), ==, 5);
     CHECK_CMP(strata_ctx_total_size(root), ==, 40 + 306 + 4 + 3);
     CHECK_CMP(strata_ctx_parent(b), ==, root);
-    CHECK(TREE_OK(root));
+    CHECK_SOUND(ctx_check(root));
     strata_ctx_free_children(b);
     CHECK_CMP(strata_ctx_total_blocks(root), ==, 2);
     CHECK_CMP(strata_ctx_total_blocks(b), ==, 1);
-    CHECK(TREE_OK(root));
+    CHECK_SOUND(ctx_check(root));
     CHECK_CMP(strata_ctx_free(root), ==, 0);
     CHECK_CMP(strata_ctx_free(NULL), ==, -1);
     CHECK(strata_ctx_steal(root, NULL) == NULL);
@@ -128,7 +131,7 @@ static void test_typed(void)
     char type_name[] = "struct point";
     strata_ctx_set_name(named, type_name);
     CHECK_CMP(strata_ctx_get_type(named, struct point), ==, (void *)named);
-    CHECK(TREE_OK(c));
+    CHECK_SOUND(ctx_check(c));
     strata_ctx_free(c);
 }
 
@@ -148,7 +151,7 @@ static void test_sibling_positions(void)
     CHECK_CMP(strata_ctx_total_size(root), ==, 2 + 4 + 5);
     CHECK_CMP(strata_ctx_parent(kids[1]), ==, root);
     CHECK_CMP(strata_ctx_parent(kids[4]), ==, root);
-    CHECK(TREE_OK(root));
+    CHECK_SOUND(ctx_check(root));
     strata_ctx_free(root);
 }
 
@@ -205,7 +208,7 @@ static void test_destructors(void)
     CHECK(strcmp(order, "b") == 0);
     CHECK_CMP(strata_ctx_total_blocks(r), ==, 3);
     CHECK_CMP(strata_ctx_parent(b), ==, r);
-    CHECK(TREE_OK(r));
+    CHECK_SOUND(ctx_check(r));
 
     /* A descendant refuses: it stays, with its subtree, under the freed
      * context's parent; the rest goes. */
@@ -251,7 +254,7 @@ static void test_destructors(void)
     strata_ctx_free_children(r);
     CHECK(strcmp(order, "yx") == 0);
     CHECK_CMP(strata_ctx_total_blocks(r), ==, 1);
-    CHECK(TREE_OK(r));
+    CHECK_SOUND(ctx_check(r));
     CHECK_CMP(strata_ctx_free(r), ==, 0);
     CHECK(strcmp(order, "yxr") == 0);
 }
@@ -295,7 +298,7 @@ static void test_destructor_frees_ancestor(void)
     CHECK_CMP(ancestor_free_errno, ==, EBUSY);
     CHECK_CMP(strata_ctx_total_blocks(grand), ==, 2);
     CHECK_CMP(strata_ctx_parent(sibling), ==, grand);
-    CHECK(TREE_OK(grand));
+    CHECK_SOUND(ctx_check(grand));
     /* The same from free_children of the grandparent's parent. */
     char *top = strata_ctx_alloc(NULL, 0);
     strata_ctx_steal(top, grand);
@@ -306,14 +309,14 @@ static void test_destructor_frees_ancestor(void)
     CHECK_CMP(strata_ctx_free_children(grand), ==, 0);
     CHECK_CMP(ancestor_free_result, ==, -1);
     CHECK_CMP(strata_ctx_total_blocks(top), ==, 2);
-    CHECK(TREE_OK(top));
+    CHECK_SOUND(ctx_check(top));
     /* A destructor freeing its own context's children: allowed. */
     strata_ctx_set_destructor(grand, free_own_children);
     strata_ctx_alloc(grand, 10);
     strata_ctx_alloc(grand, 20);
     CHECK_CMP(strata_ctx_free(grand), ==, 0);
     CHECK_CMP(strata_ctx_total_blocks(top), ==, 1);
-    CHECK(TREE_OK(top));
+    CHECK_SOUND(ctx_check(top));
     CHECK_CMP(strata_ctx_free(top), ==, 0);
     /* NULL is "no context" for the getters and setters. */
     strata_ctx_set_name(NULL, "x");
@@ -348,7 +351,7 @@ static void test_reentrant_free(void)
     CHECK_CMP(strata_ctx_free(doomed), ==, 0);
     CHECK_CMP(steal_errno, ==, EBUSY);
     CHECK_CMP(strata_ctx_total_blocks(elsewhere), ==, 1);
-    CHECK(TREE_OK(elsewhere));
+    CHECK_SOUND(ctx_check(elsewhere));
     strata_ctx_free(elsewhere);
 
     char *r = strata_ctx_alloc(NULL, 8);
@@ -376,10 +379,10 @@ static void test_steal(void)
     CHECK_CMP(strata_ctx_steal(NULL, a), ==, a);
     CHECK(strata_ctx_parent(a) == NULL);
     CHECK_CMP(strata_ctx_total_blocks(r2), ==, 1);
-    CHECK(TREE_OK(a));
+    CHECK_SOUND(ctx_check(a));
     CHECK_CMP(strata_ctx_steal(b, a), ==, a);
     CHECK_CMP(strata_ctx_parent(a), ==, b);
-    CHECK(TREE_OK(r1));
+    CHECK_SOUND(ctx_check(r1));
     strata_ctx_free(r1); /* takes a and a1 with b */
     CHECK_CMP(strata_ctx_total_blocks(r2), ==, 1);
     strata_ctx_free(r2);
@@ -407,14 +410,14 @@ static void test_realloc(void)
     q = strata_ctx_realloc(NULL, q, 1000000); /* large: mremap */
     CHECK(q != NULL && memcmp(q, "0123456789", 10) == 0);
     CHECK_CMP(strata_ctx_parent(kid2), ==, q);
-    CHECK(TREE_OK(root));
+    CHECK_SOUND(ctx_check(root));
     char *same = strata_ctx_realloc(NULL, q, 5); /* shrinking stays in place */
     CHECK_CMP(same, ==, q);
     CHECK_CMP(strata_ctx_size(q), ==, 5);
     CHECK_CMP(strata_ctx_total_size(root), ==, 5 + 5 + 6);
     CHECK_CMP(strata_ctx_realloc(NULL, q, 0), ==, q);
     CHECK_CMP(strata_ctx_size(q), ==, 0);
-    CHECK(TREE_OK(root));
+    CHECK_SOUND(ctx_check(root));
     errno = 0;
     CHECK(strata_ctx_realloc(NULL, q, SIZE_MAX - 100) == NULL);
     CHECK_CMP(errno, ==, ENOMEM);
@@ -430,7 +433,7 @@ static void test_realloc(void)
     CHECK_CMP(moved, !=, many);
     CHECK_CMP(strata_ctx_parent(oldest), ==, moved);
     CHECK_CMP(strata_ctx_total_blocks(moved), ==, 1001);
-    CHECK(TREE_OK(root));
+    CHECK_SOUND(ctx_check(root));
     strata_ctx_free(root);
 }
 
@@ -477,7 +480,7 @@ static void test_pool_reclaim(void)
     strata_ctx_free(b);
     CHECK_CMP(ctx_pool_used(pool), ==, 0);
     CHECK_CMP(ctx_pool_chunks(pool), ==, 0);
-    CHECK(TREE_OK(pool));
+    CHECK_SOUND(ctx_check(pool));
 
     /* Descendants of pool chunks come from the pool too. */
     a = strata_ctx_alloc(pool, 64);
@@ -511,7 +514,7 @@ static void test_pool_realloc(void)
     CHECK_CMP(b2, ==, b);
     CHECK_CMP(ctx_pool_used(pool), ==, used + 896);
     CHECK(b2 != NULL && b2[99] == 'b');
-    CHECK(TREE_OK(pool));
+    CHECK_SOUND(ctx_check(pool));
     /* An older chunk moves, within the pool when it fits. */
     memset(a, 'a', 100);
     char *kid = strata_ctx_alloc(a, 8);
@@ -520,19 +523,19 @@ static void test_pool_realloc(void)
     CHECK(in_block(a2, pool, 4096) && a2[99] == 'a');
     CHECK_CMP(strata_ctx_parent(kid), ==, a2);
     CHECK_CMP(ctx_pool_chunks(pool), ==, 3);
-    CHECK(TREE_OK(pool));
+    CHECK_SOUND(ctx_check(pool));
     /* Beyond the pool: the general allocator. */
     char *a3 = strata_ctx_realloc(NULL, a2, 10000);
     CHECK(a3 != NULL && !in_block(a3, pool, 4096) && a3[99] == 'a');
     CHECK_CMP(strata_ctx_parent(kid), ==, a3);
     CHECK_CMP(ctx_pool_chunks(pool), ==, 2);
-    CHECK(TREE_OK(pool));
+    CHECK_SOUND(ctx_check(pool));
     /* Shrinking the newest chunk moves the cursor back. */
     used = ctx_pool_used(pool);
     CHECK_CMP(strata_ctx_realloc(NULL, kid, 8), ==, kid);
     CHECK_CMP(strata_ctx_realloc(NULL, b2, 10), ==, b2);
     CHECK_CMP(ctx_pool_used(pool), <=, used);
-    CHECK(TREE_OK(pool));
+    CHECK_SOUND(ctx_check(pool));
     errno = 0;
     CHECK(strata_ctx_realloc(NULL, pool, 10) == NULL);
     CHECK_CMP(errno, ==, EINVAL);
@@ -550,7 +553,7 @@ static void test_pool_outlived(void)
     CHECK_CMP(strata_ctx_free(pool), ==, 0);
     CHECK(strcmp(kept, "outlives its pool") == 0);
     CHECK_CMP(strata_ctx_parent(kept), ==, root);
-    CHECK(TREE_OK(root));
+    CHECK_SOUND(ctx_check(root));
     char *under = strata_ctx_strdup(kept, "still carved");
     CHECK(strcmp(under, "still carved") == 0 && TREE_OK(root));
     strata_ctx_free(root);
@@ -564,7 +567,7 @@ static void test_limits(void)
     char *root = strata_ctx_alloc(NULL, 0);
     char *limited = strata_ctx_alloc(root, 100);
     CHECK_CMP(strata_ctx_set_limit(limited, 1000), ==, 0);
-    CHECK(TREE_OK(root));
+    CHECK_SOUND(ctx_check(root));
     char *x = strata_ctx_alloc(limited, 600);
     CHECK(x != NULL);
     errno = 0;
@@ -573,10 +576,10 @@ static void test_limits(void)
     char *y = strata_ctx_alloc(x, 300); /* under a descendant: the same limit */
     CHECK(y != NULL);
     CHECK_CMP(strata_ctx_total_size(limited), ==, 1000);
-    CHECK(TREE_OK(root));
+    CHECK_SOUND(ctx_check(root));
     CHECK(strata_ctx_alloc(x, 1) == NULL && strata_ctx_realloc(NULL, y, 301) == NULL);
     CHECK_CMP(strata_ctx_size(y), ==, 300);
-    CHECK(TREE_OK(root));
+    CHECK_SOUND(ctx_check(root));
     strata_ctx_free(y);
     x = strata_ctx_realloc(NULL, x, 900);
     CHECK(x != NULL && TREE_OK(root));
@@ -585,24 +588,24 @@ static void test_limits(void)
     /* Nested: the inner limit and the outer one both apply. */
     char *inner = strata_ctx_alloc(limited, 0);
     CHECK_CMP(strata_ctx_set_limit(inner, 5000), ==, 0);
-    CHECK(TREE_OK(root));
+    CHECK_SOUND(ctx_check(root));
     CHECK(strata_ctx_alloc(inner, 900) == NULL); /* outer: 200 + 900 > 1000 */
     CHECK(strata_ctx_alloc(inner, 700) != NULL && TREE_OK(root));
     /* A subtree stolen in counts towards the limit, even past it. */
     char *outside = strata_ctx_alloc(root, 500);
     strata_ctx_steal(inner, outside);
     CHECK_CMP(strata_ctx_total_size(limited), ==, 1400);
-    CHECK(TREE_OK(root));
+    CHECK_SOUND(ctx_check(root));
     CHECK(strata_ctx_alloc(limited, 1) == NULL);
     strata_ctx_steal(root, outside);
     CHECK(strata_ctx_alloc(limited, 1) != NULL && TREE_OK(root));
     /* Removing a limit, raising one. */
     CHECK_CMP(strata_ctx_set_limit(limited, 0), ==, 0);
-    CHECK(TREE_OK(root));
+    CHECK_SOUND(ctx_check(root));
     CHECK(strata_ctx_alloc(inner, 4000) != NULL && TREE_OK(root));
     CHECK_CMP(strata_ctx_set_limit(inner, 100000), ==, 0);
     CHECK(strata_ctx_alloc(inner, 50000) != NULL);
-    CHECK(TREE_OK(root));
+    CHECK_SOUND(ctx_check(root));
     /* A limit inside a pool. */
     char *pool = strata_ctx_pool(root, 2048);
     char *pl = strata_ctx_alloc(pool, 0);
