@@ -39,7 +39,10 @@
 #include "report.h"
 
 /* ---- purge.c: giving free slices back to the OS ------------------------ */
+/* Purges the slices, free ones, and takes back their charges (os.h). */
 void purge_slices(struct segment *segment, uint64_t slices);
+/* Takes back the charges of the free slices, which are going away. */
+void slices_uncharge(struct segment *segment, uint64_t slices);
 /* Purges the segment's dirty slices and clears its dirty and aging masks. */
 void segment_purge_dirty(struct segment *segment);
 

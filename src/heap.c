@@ -48,7 +48,7 @@ void heap_threads_init(void (*on_thread_exit)(void *))
 static bool pool_grow(void)
 {
     size_t size = (sizeof(struct heap) + CACHE_LINE - 1) & ~(size_t)(CACHE_LINE - 1);
-    char *chunk = os_map(HEAP_POOL_CHUNK);
+    char *chunk = os_reserve(HEAP_POOL_CHUNK); /* strata's own: not charged */
     if (chunk == NULL)
         return false;
     struct heap *first = NULL, *last = NULL;

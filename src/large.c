@@ -106,7 +106,7 @@ static bool make_room(size_t entries)
         size_t capacity = table_capacity == 0 ? 512
                           : wanted * 4 < table_capacity ? table_capacity : table_capacity * 2;
         pthread_mutex_unlock(&large_lock);
-        struct large_entry *fresh = os_map(capacity * sizeof *fresh);
+        struct large_entry *fresh = os_reserve(capacity * sizeof *fresh); /* strata's own: not charged */
         pthread_mutex_lock(&large_lock);
         if (fresh == NULL)
             return false;
@@ -131,7 +131,7 @@ static bool make_room(size_t entries)
         }
         if (old != NULL) {
             pthread_mutex_unlock(&large_lock);
-            os_unmap(old, old_capacity * sizeof *old);
+            os_unreserve(old, old_capacity * sizeof *old);
             pthread_mutex_lock(&large_lock);
         }
     }

@@ -81,8 +81,12 @@ _Static_assert(MEDIUM_MAX_SLICES < SLICES_PER_SEGMENT, "a medium page fits a seg
 /* The owner looks at the clock for the shrinking every this many refills
  * and flushes. */
 #define BIN_AGE_EVERY 64
-/* A page is carved into its free list about this many bytes at a time. */
+/* A page is carved into its free list about this many bytes at a time, or
+ * BIN_MIN_BLOCKS blocks up to PAGE_CARVE_MAX_BYTES, or one block
+ * (segment.c, carve_bytes): what is carved counts against the memory
+ * limit (os.h), so bigger blocks are carved a few at a time. */
 #define PAGE_CARVE_BYTES 4096
+#define PAGE_CARVE_MAX_BYTES 16384
 
 /* The remote-free list of a heap whose thread is gone. */
 #define REMOTE_CLOSED ((struct block *)(uintptr_t)1)
@@ -239,9 +243,12 @@ static inline bool slice_holds_block(const struct slice *slice, uint32_t offset)
 
 /* Invariants (segment_check): a slice is either in free_mask or covered by
  * exactly one in-use page, whose slices name it and its class; slice 0 is
- * the header's (slices 0..STATE_SLICES in the secure flavour); dirty_mask is a subset of free_mask and aging_mask of
- * dirty_mask; pages_in_use counts the in-use pages; a segment is in the
- * segment map exactly while it is owned or abandoned. */
+ * the header's (slices 0..STATE_SLICES in the secure flavour); dirty_mask
+ * is a subset of free_mask and aging_mask of dirty_mask; pages_in_use
+ * counts the in-use pages; a slice's charge covers what its page has
+ * carved (all of a medium page), and the header's slices and free slices
+ * not dirty have none; a segment is in the segment map exactly while it is
+ * owned or abandoned. */
 struct segment {
     _Atomic uintptr_t owner;     /* heap | tag, or OWNER_ABANDONED */
     uint64_t free_mask;          /* slices not in a page */
@@ -253,6 +260,9 @@ struct segment {
     /* The owner's line and one line of these are all a local free reads. */
     _Alignas(CACHE_LINE) struct slice slices[SLICES_PER_SEGMENT];
     _Alignas(CACHE_LINE) struct page pages[SLICES_PER_SEGMENT]; /* valid at first slices */
+    /* KiB of each slice charged against the memory limit (segment.c): a
+     * prefix of the slice; 0 for a slice free and purged. */
+    uint8_t charged_kib[SLICES_PER_SEGMENT];
 };
 
 _Static_assert(sizeof(struct segment) <= SLICE_SIZE, "the segment header fits in slice 0");

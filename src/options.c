@@ -259,7 +259,7 @@ void config_init(void)
     os_page_size();
     instrument_detect();
     options_read();
-    os_set_map_limit((size_t)strata_options.limit_mb << 20);
+    os_set_limit((size_t)strata_options.limit_mb << 20);
     block_secret.link = (uintptr_t)os_random();
     block_secret.check = (uintptr_t)os_random();
     block_secret.fill = (uintptr_t)os_random();

@@ -21,11 +21,45 @@ size_t os_page_bytes;
 static _Atomic size_t map_calls;
 static _Atomic size_t mapped_bytes;
 static _Atomic size_t purged_bytes;
-static size_t map_limit; /* STRATA_LIMIT_MB in bytes, 0: none; set at start-up */
+/* What the memory limit counts (os.h, os_charge): charged mappings whole,
+ * and what the users of reserved ones charged. */
+static _Atomic size_t charged_bytes;
+size_t os_limit_bytes; /* STRATA_LIMIT_MB in bytes, 0: none; set at start-up */
 
-void os_set_map_limit(size_t bytes)
+void os_set_limit(size_t bytes)
 {
-    map_limit = bytes;
+    os_limit_bytes = bytes;
+}
+
+bool os_charge(size_t bytes)
+{
+    size_t limit = os_limit_bytes;
+    if (limit == 0)
+        return true;
+    size_t old = atomic_load_explicit(&charged_bytes, memory_order_relaxed);
+    do {
+        if (bytes > limit || old > limit - bytes)
+            return false;
+    } while (!atomic_compare_exchange_weak_explicit(&charged_bytes, &old, old + bytes, memory_order_relaxed,
+                                                    memory_order_relaxed));
+    return true;
+}
+
+bool os_charge_room(size_t bytes)
+{
+    size_t limit = os_limit_bytes;
+    return limit == 0 || (bytes <= limit && atomic_load_explicit(&charged_bytes, memory_order_relaxed) <= limit - bytes);
+}
+
+void os_uncharge(size_t bytes)
+{
+    if (os_limit_bytes != 0)
+        atomic_fetch_sub_explicit(&charged_bytes, bytes, memory_order_relaxed);
+}
+
+size_t os_charged_bytes(void)
+{
+    return atomic_load_explicit(&charged_bytes, memory_order_relaxed);
 }
 
 size_t os_page_size_slow(void)
@@ -115,16 +149,6 @@ static void *map_raw(size_t size)
     return p;
 }
 
-/* Whether `size` more bytes may be mapped: STRATA_LIMIT_MB, injected faults. */
-static bool may_map(size_t size)
-{
-    size_t limit = map_limit;
-    if (unlikely(limit != 0) &&
-        atomic_load_explicit(&mapped_bytes, memory_order_relaxed) + size > limit)
-        return false;
-    return !fault_now(OS_FAULT_MAP);
-}
-
 /* Unmaps the trimmed ends of an aligned mapping: not memory given back. */
 static void unmap_trimmed(void *addr, size_t size)
 {
@@ -134,18 +158,16 @@ static void unmap_trimmed(void *addr, size_t size)
     errno = saved;
 }
 
-void *os_map(size_t size)
+/* A mapping of `size` bytes aligned to `alignment`, padded while it is made
+ * and trimmed to its size; NULL on failure, injected ones included. */
+static void *map_aligned(size_t size, size_t alignment)
 {
-    return may_map(size) ? map_raw(size) : NULL;
-}
-
-void *os_map_aligned(size_t size, size_t alignment)
-{
+    if (fault_now(OS_FAULT_MAP))
+        return NULL;
     if (alignment <= os_page_size())
-        return os_map(size);
+        return map_raw(size);
     size_t padded = size + alignment;
-    /* The limit counts what stays mapped, not the padding trimmed off. */
-    if (padded < size || !may_map(size))
+    if (padded < size)
         return NULL;
     char *raw = map_raw(padded);
     if (raw == NULL)
@@ -160,16 +182,56 @@ void *os_map_aligned(size_t size, size_t alignment)
     return (void *)aligned;
 }
 
-void os_unmap(void *addr, size_t size)
+/* Unmaps a mapping; false, leaving it mapped, when the unmap fails. */
+static bool unmap(void *addr, size_t size)
 {
     if (fault_now(OS_FAULT_UNMAP))
-        return; /* the mapping stays, and stays counted */
+        return false;
     int saved = errno;
-    if (munmap(addr, size) == 0) {
+    bool done = munmap(addr, size) == 0;
+    errno = saved;
+    if (done) {
         atomic_fetch_sub_explicit(&mapped_bytes, size, memory_order_relaxed);
         atomic_fetch_add_explicit(&purged_bytes, size, memory_order_relaxed);
     }
-    errno = saved;
+    return done;
+}
+
+void *os_map(size_t size)
+{
+    return os_map_aligned(size, os_page_size());
+}
+
+void *os_map_aligned(size_t size, size_t alignment)
+{
+    /* The limit counts what stays mapped, not the padding trimmed off. */
+    if (!os_charge(size))
+        return NULL;
+    void *p = map_aligned(size, alignment);
+    if (p == NULL)
+        os_uncharge(size);
+    return p;
+}
+
+void os_unmap(void *addr, size_t size)
+{
+    if (unmap(addr, size)) /* else the mapping stays, and stays charged */
+        os_uncharge(size);
+}
+
+void *os_reserve(size_t size)
+{
+    return map_aligned(size, os_page_size());
+}
+
+void *os_reserve_aligned(size_t size, size_t alignment)
+{
+    return map_aligned(size, alignment);
+}
+
+void os_unreserve(void *addr, size_t size)
+{
+    unmap(addr, size);
 }
 
 void os_purge(void *addr, size_t size)
@@ -206,18 +268,22 @@ void os_huge_pages(void *addr, size_t size, bool wanted)
 
 void *os_remap(void *addr, size_t old_size, size_t new_size)
 {
-    size_t limit = map_limit;
-    if (new_size > old_size && unlikely(limit != 0) &&
-        atomic_load_explicit(&mapped_bytes, memory_order_relaxed) + (new_size - old_size) > limit)
+    size_t growth = new_size > old_size ? new_size - old_size : 0;
+    if (growth != 0 && !os_charge(growth))
         return NULL; /* STRATA_LIMIT_MB applies to growth too */
-    if (fault_now(OS_FAULT_REMAP))
+    void *p = fault_now(OS_FAULT_REMAP) ? MAP_FAILED : NULL;
+    if (p == NULL) {
+        int saved = errno;
+        p = mremap(addr, old_size, new_size, MREMAP_MAYMOVE);
+        errno = saved;
+    }
+    if (p == MAP_FAILED) {
+        os_uncharge(growth);
         return NULL;
-    int saved = errno;
-    void *p = mremap(addr, old_size, new_size, MREMAP_MAYMOVE);
-    errno = saved;
-    if (p == MAP_FAILED)
-        return NULL;
+    }
     atomic_fetch_add_explicit(&mapped_bytes, new_size - old_size, memory_order_relaxed);
+    if (new_size < old_size)
+        os_uncharge(old_size - new_size);
     return p;
 }
 

@@ -21,13 +21,43 @@ static inline size_t os_page_size(void)
     size_t bytes = os_page_bytes;
     return likely(bytes != 0) ? bytes : os_page_size_slow();
 }
-/* Mappings that would take strata past `bytes` fail (0: no limit). */
-void os_set_map_limit(size_t bytes);
-/* Maps `size` bytes of fresh zeroed memory; NULL on failure. */
+/* The memory limit (STRATA_LIMIT_MB) counts charged bytes: a charge that
+ * would take them past `bytes` fails (0: no limit, and nothing is
+ * counted). What is charged: the whole of a mapping made by os_map,
+ * os_map_aligned and os_remap, until it is unmapped; of a reserved mapping
+ * (os_reserve), what its user charges with os_charge and takes back with
+ * os_uncharge (the segments: what pages have carved, segment.c). Set once,
+ * at start-up. */
+void os_set_limit(size_t bytes);
+extern STRATA_INTERNAL size_t os_limit_bytes;
+/* Whether there is a limit, and so anything to charge. */
+static inline bool os_limited(void)
+{
+    return os_limit_bytes != 0;
+}
+/* Counts `bytes` more against the limit; false, counting nothing, past it. */
+bool os_charge(size_t bytes);
+/* Whether `bytes` more would fit under the limit now (another thread may
+ * charge first: a hint, for not preparing what could not be charged). */
+bool os_charge_room(size_t bytes);
+void os_uncharge(size_t bytes);
+/* Bytes charged now (0 without a limit). */
+size_t os_charged_bytes(void);
+/* Maps `size` bytes of fresh zeroed memory, charged; NULL on failure or
+ * past the limit. */
 void *os_map(size_t size);
-/* Maps `size` bytes aligned to `alignment` (power of two >= page size). */
+/* Maps `size` bytes aligned to `alignment` (power of two >= page size),
+ * charged. */
 void *os_map_aligned(size_t size, size_t alignment);
+/* Unmaps a mapping of os_map or os_map_aligned, and its charge. */
 void os_unmap(void *addr, size_t size);
+/* Maps `size` bytes (aligned to `alignment`) that the limit does not count:
+ * address space whose user charges what it uses, or strata's own
+ * structures. NULL on failure. */
+void *os_reserve(size_t size);
+void *os_reserve_aligned(size_t size, size_t alignment);
+/* Unmaps a reserved mapping (its user has taken back its charges). */
+void os_unreserve(void *addr, size_t size);
 /* Gives the pages back to the OS; their contents read as zero afterwards. */
 void os_purge(void *addr, size_t size);
 /* Makes the pages inaccessible (`access` false: a touch faults) or
@@ -37,7 +67,8 @@ bool os_protect(void *addr, size_t size, bool access);
 void os_huge_pages(void *addr, size_t size, bool wanted);
 /* Faults the pages in now, in one call rather than one trap per page. */
 void os_populate(void *addr, size_t size);
-/* Resizes a mapping, moving it if needed; NULL on failure. */
+/* Resizes a charged mapping, moving it if needed, its growth charged;
+ * NULL on failure or past the limit. */
 void *os_remap(void *addr, size_t old_size, size_t new_size);
 void os_write_stderr(const char *text, size_t length);
 _Noreturn void os_abort(void);
@@ -56,7 +87,8 @@ enum os_fault_call { OS_FAULT_MAP, OS_FAULT_REMAP, OS_FAULT_PURGE, OS_FAULT_UNMA
 void os_fault_inject(enum os_fault_call call, unsigned long nth, unsigned long one_in, uint64_t seed);
 /* How many calls of the kind failed by injection so far. */
 unsigned long os_fault_count(enum os_fault_call call);
-/* Number of os_map/os_map_aligned calls so far (for white-box tests). */
+/* Number of mappings made so far, charged or reserved (for white-box
+ * tests). */
 size_t os_map_count(void);
 /* Bytes strata holds mapped now (resident or not). */
 size_t os_mapped_bytes(void);

@@ -107,10 +107,16 @@ bool heap_current_from_segments(struct heap *heap, unsigned class_index)
     pthread_mutex_lock(&heap->lock);
     heap_maybe_purge(heap);
     struct page *page = page_for_class(heap, class_index);
+    /* A new page's first blocks: none at the memory limit, where the page
+     * goes back. */
+    if (page != NULL && !page_extend(page)) {
+        page_release(heap, page);
+        pthread_mutex_unlock(&heap->lock);
+        return false;
+    }
     pthread_mutex_unlock(&heap->lock);
     if (page != NULL) {
-        strata_assert(page->class_index == class_index && page->in_use && page->capacity == 0);
-        page_extend(page);
+        strata_assert(page->class_index == class_index && page->in_use && page->free != NULL);
     } else {
         page = heap->available[class_index];
         if (page == NULL)

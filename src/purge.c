@@ -25,8 +25,22 @@ static void purge_states(struct segment *segment, unsigned first, unsigned lengt
     }
 }
 
+void slices_uncharge(struct segment *segment, uint64_t slices)
+{
+    if (!os_limited())
+        return;
+    size_t kib = 0;
+    for (uint64_t rest = slices; rest != 0; rest &= rest - 1) {
+        unsigned k = (unsigned)__builtin_ctzll(rest);
+        kib += segment->charged_kib[k];
+        segment->charged_kib[k] = 0;
+    }
+    os_uncharge(kib * 1024);
+}
+
 void purge_slices(struct segment *segment, uint64_t slices)
 {
+    slices_uncharge(segment, slices); /* purged, they no longer count (os.h) */
     while (slices) {
         unsigned first = (unsigned)__builtin_ctzll(slices);
         uint64_t shifted = slices >> first;

@@ -93,7 +93,8 @@ static struct segment *segment_new(struct heap *heap)
     pthread_mutex_unlock(&cache_lock);
     strata_assert(segment == NULL || (segment->dirty_mask == 0 && segment->pages_in_use == 0));
     if (segment == NULL) {
-        char *base = os_map_aligned(SEGMENT_SIZE, SEGMENT_SIZE);
+        /* Address space: its slices are charged as pages take them. */
+        char *base = os_reserve_aligned(SEGMENT_SIZE, SEGMENT_SIZE);
         if (base == NULL)
             return NULL;
         /* 64 KiB slices are purged one by one: huge pages would be split
@@ -103,7 +104,7 @@ static struct segment *segment_new(struct heap *heap)
          * kept while the segment is mapped, cached or not. */
         if (secure_has(SECURE_META_GUARD) && os_page_size() == SEGMENT_GUARD_BYTES &&
             !os_protect(base, SEGMENT_GUARD_BYTES, false)) {
-            os_unmap(base, SEGMENT_SIZE);
+            os_unreserve(base, SEGMENT_SIZE);
             return NULL;
         }
         segment = segment_at(base);
@@ -116,6 +117,57 @@ static struct segment *segment_new(struct heap *heap)
     segment_push(&heap->segments, segment);
     map_set(segment, 1);
     return segment;
+}
+
+/* ---- the memory limit's charges (os.h) ---------------------------------- */
+/* Each slice's charge is a prefix of it, in KiB: what pages have carved
+ * there, or a medium page holds, rounded up to OS pages. A free slice keeps
+ * its charge until it is purged (purge.c), since its memory stays resident
+ * until then; a new page on it charges only what it carves past that. */
+
+/* Charges the segment's slices so that [start, start + bytes), from a
+ * slice's start, is covered; false, charging nothing, past the limit. */
+static bool prefix_charge(struct segment *segment, const char *start, size_t bytes)
+{
+    if (!os_limited())
+        return true;
+    size_t page = os_page_size();
+    uintptr_t from = (uintptr_t)start & SEGMENT_MASK;
+    uintptr_t to = (from + bytes + page - 1) & ~(uintptr_t)(page - 1);
+    strata_assert((from & (SLICE_SIZE - 1)) == 0 && to <= SEGMENT_SIZE);
+    unsigned first = (unsigned)(from >> SLICE_SHIFT), last = (unsigned)((to - 1) >> SLICE_SHIFT);
+    size_t more = 0;
+    for (unsigned k = first; k <= last; k++) {
+        size_t wanted = k < last ? SLICE_SIZE / 1024 : (to - ((uintptr_t)k << SLICE_SHIFT)) / 1024;
+        if (wanted > segment->charged_kib[k])
+            more += (wanted - segment->charged_kib[k]) * 1024;
+    }
+    if (more == 0)
+        return true;
+    if (!os_charge(more))
+        return false;
+    for (unsigned k = first; k <= last; k++) {
+        size_t wanted = k < last ? SLICE_SIZE / 1024 : (to - ((uintptr_t)k << SLICE_SHIFT)) / 1024;
+        if (wanted > segment->charged_kib[k])
+            segment->charged_kib[k] = (uint8_t)wanted;
+    }
+    return true;
+}
+
+/* How many blocks of `size` a page carves at once: an OS page of them, or
+ * BIN_MIN_BLOCKS for a bin to hold. Under a memory limit no more than
+ * PAGE_CARVE_MAX_BYTES of them, or one: a page charges only what it has
+ * carved, and blocks carved but never handed out are what a tight limit
+ * loses (layout.h). */
+static size_t carve_count(size_t size)
+{
+    size_t count = PAGE_CARVE_BYTES / size;
+    if (likely(count >= BIN_MIN_BLOCKS))
+        return count;
+    if (!os_limited() || BIN_MIN_BLOCKS * size <= PAGE_CARVE_MAX_BYTES)
+        return BIN_MIN_BLOCKS;
+    count = PAGE_CARVE_MAX_BYTES / size;
+    return count != 0 ? count : 1;
 }
 
 /* ---- pages taken from runs of free slices ------------------------------- */
@@ -139,7 +191,7 @@ size_t class_slices(unsigned class_index)
 }
 
 /* The run of free slices leaves the segment's free, dirty and aging masks,
- * and the heap's count of dirty slices. */
+ * and the heap's count of dirty slices (its charges stay: os.h). */
 static void slices_claim(struct heap *heap, struct segment *segment, uint64_t run)
 {
     heap->dirty_slices -= (size_t)__builtin_popcountll(segment->dirty_mask & run);
@@ -149,8 +201,9 @@ static void slices_claim(struct heap *heap, struct segment *segment, uint64_t ru
 }
 
 /* Takes a run of `length` free slices from the heap's segments (resident
- * ones first), or from a new segment with `may_map`, for a page of the
- * class, and names them. Heap lock held. */
+ * ones first), or from a new segment with `may_map` when what the page
+ * charges first fits under the memory limit, for a page of the class, and
+ * names them. Heap lock held. */
 static struct page *page_take(struct heap *heap, size_t length, unsigned class_index, bool may_map)
 {
     struct segment *segment = NULL;
@@ -173,7 +226,13 @@ static struct page *page_take(struct heap *heap, size_t length, unsigned class_i
         }
     }
     if (segment == NULL) {
-        segment = may_map ? segment_new(heap) : NULL;
+        /* No new segment at the limit, where its page could not be carved. */
+        if (!may_map || (os_limited() && !os_charge_room(class_index == CLASS_MEDIUM
+                                                             ? length * SLICE_SIZE
+                                                             : carve_count(class_size[class_index]) *
+                                                                   class_size[class_index])))
+            return NULL;
+        segment = segment_new(heap);
         if (segment == NULL)
             return NULL;
         starts = runs_of(segment->free_mask, length);
@@ -223,6 +282,10 @@ struct page *page_new_medium(struct heap *heap, size_t size)
     struct page *page = page_take(heap, length, CLASS_MEDIUM, true);
     if (page == NULL)
         return NULL;
+    if (!prefix_charge(segment_of(page->start), page->start, length * SLICE_SIZE)) {
+        page_release(heap, page);
+        return NULL;
+    }
     page->block_size = (uint32_t)(length * SLICE_SIZE);
     page->reserved = page->capacity = 1;
     counter_set(&page->used, 1);
@@ -240,7 +303,7 @@ bool page_grow_medium(struct heap *heap, struct page *page, size_t size)
     if (first + length > SLICES_PER_SEGMENT)
         return false;
     uint64_t run = (((uint64_t)1 << (length - page->slice_count)) - 1) << (first + page->slice_count);
-    if ((segment->free_mask & run) != run)
+    if ((segment->free_mask & run) != run || !prefix_charge(segment, page->start, length * SLICE_SIZE))
         return false;
     slices_claim(heap, segment, run);
     slices_name(segment, first + page->slice_count, (unsigned)(length - page->slice_count), CLASS_MEDIUM, first);
@@ -275,17 +338,15 @@ static void carve_shuffled(struct page *page, char *first, size_t count)
     page->free = next;
 }
 
-bool page_extend(struct page *page)
+/* page_extend's carving, for a page with blocks left to carve. */
+static STRATA_NOINLINE bool page_carve(struct page *page)
 {
-    if (page->capacity == page->reserved)
-        return false;
     size_t size = page->block_size;
-    /* About an OS page of blocks at a time: carving writes into each. */
-    size_t count = PAGE_CARVE_BYTES / size;
-    if (count < BIN_MIN_BLOCKS)
-        count = BIN_MIN_BLOCKS;
+    size_t count = carve_count(size);
     if (count > page->reserved - page->capacity)
         count = page->reserved - page->capacity;
+    if (os_limited() && !prefix_charge(segment_of(page->start), page->start, (size_t)(page->capacity + count) * size))
+        return false;
     char *first = page->start + (size_t)page->capacity * size;
     if (secure_has(SECURE_FILL)) /* every block a thread pops carries its keys */
         for (size_t i = 0; i < count; i++)
@@ -306,6 +367,11 @@ bool page_extend(struct page *page)
     strata_assert_cmp(page->capacity, <=, page->reserved);
     strata_assert_cmp((size_t)page->capacity * page->block_size, <=, (size_t)page->slice_count * SLICE_SIZE);
     return true;
+}
+
+bool page_extend(struct page *page)
+{
+    return page->capacity != page->reserved && page_carve(page);
 }
 
 /* ---- pages and segments given back -------------------------------------- */
@@ -330,7 +396,9 @@ static void segment_release(struct segment *segment)
     cache_reserved += keep;
     pthread_mutex_unlock(&cache_lock);
     if (!keep) {
-        os_unmap(segment_base(segment), SEGMENT_SIZE);
+        /* Its free slices not yet purged go with it. */
+        slices_uncharge(segment, segment->dirty_mask);
+        os_unreserve(segment_base(segment), SEGMENT_SIZE);
         return;
     }
     segment_purge_dirty(segment);
@@ -512,7 +580,7 @@ void segment_cache_release(void)
     pthread_mutex_unlock(&cache_lock);
     while (list != NULL) {
         struct segment *next = list->next;
-        os_unmap(segment_base(list), SEGMENT_SIZE);
+        os_unreserve(segment_base(list), SEGMENT_SIZE);
         list = next;
     }
 }
@@ -596,6 +664,17 @@ const char *segment_check(const struct segment *s, uintptr_t owner_word)
                               (const void *)s, k, s->slices[k].carved_key,
                               (unsigned long long)s->slices[k].multiplier, want);
         }
+        /* Under a limit, what the page has carved, or a medium page holds,
+         * is charged. */
+        size_t held = page->class_index == CLASS_MEDIUM ? page->block_size
+                                                        : (size_t)page->capacity * page->block_size;
+        for (unsigned k = i; os_limited() && k < i + page->slice_count; k++) {
+            size_t from = (size_t)(k - i) * SLICE_SIZE;
+            size_t need = held <= from ? 0 : held - from >= SLICE_SIZE ? SLICE_SIZE : held - from;
+            if ((size_t)s->charged_kib[k] * 1024 < need)
+                return BROKEN("segment %p: slice %u charges %u KiB, its page holds %zu bytes there",
+                              (const void *)s, k, s->charged_kib[k], need);
+        }
         if (page->used > page->capacity || page->capacity > page->reserved)
             return BROKEN("page %p: used %u, capacity %u, reserved %u", (const void *)page,
                           page->used, page->capacity, page->reserved);
@@ -618,5 +697,13 @@ const char *segment_check(const struct segment *s, uintptr_t owner_word)
     if (in_use != s->pages_in_use)
         return BROKEN("segment %p: %u pages in use, counted %u", (const void *)s, in_use,
                       s->pages_in_use);
+    /* A slice's charge is at most the slice; the header's slices and the
+     * free slices purged since have none. */
+    for (unsigned k = 0; k < SLICES_PER_SEGMENT; k++) {
+        bool uncharged = ((HEADER_SLICES | (s->free_mask & ~s->dirty_mask)) >> k) & 1;
+        if (s->charged_kib[k] > SLICE_SIZE / 1024 || (uncharged && s->charged_kib[k] != 0))
+            return BROKEN("segment %p: slice %u charges %u KiB (%s)", (const void *)s, k, s->charged_kib[k],
+                          uncharged ? "a header or purged slice" : "more than a slice");
+    }
     return NULL;
 }

@@ -1,0 +1,344 @@
+/* test_limit.c: the memory limit (STRATA_LIMIT_MB) is usable. In child
+ * processes with limits of 8, 16 and 64 MB, a program fills memory with
+ * small, medium or large blocks, or a mixture, until an allocation fails:
+ * it must have had at least 80% of the limit in the bytes it asked for,
+ * never more than the limit, the failure must be NULL with ENOMEM (no
+ * abort), every block must be intact, and once everything is freed a
+ * second fill, of other sizes, must have at least 80% again. */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "check.h"
+#include "checkers.h"
+#include "core.h"
+#include "strata.h"
+
+#define MIB ((size_t)1 << 20)
+
+/* Small blocks of one size: 64 bytes, or 56 in the secure flavour, whose
+ * 8-byte canary and 16-byte rounding would put a 64-byte block in an
+ * 80-byte slot (docs/safety.md). */
+#define SMALL_SIZE (TEST_SECURE ? 56 : 64)
+
+/* The blocks of a fill, linked through their first word, their size in
+ * the second; each ends in a byte made from its size, checked when it is
+ * freed. */
+struct held {
+    struct held *next;
+    size_t size;
+};
+
+static unsigned long long seed = 7;
+
+/* A size between low and high, as likely in each power of two. */
+static size_t log_uniform(size_t low, size_t high)
+{
+    unsigned from = 63 - (unsigned)__builtin_clzll(low), to = 63 - (unsigned)__builtin_clzll(high);
+    unsigned power = from + (unsigned)(check_random(&seed) % (to - from + 1));
+    size_t size = ((size_t)1 << power) + check_random(&seed) % ((size_t)1 << power);
+    return size < low ? low : size > high ? high : size;
+}
+
+/* The next size a fill of `kind` asks for; 0 for an unknown kind. */
+static size_t next_size(const char *kind, size_t limit)
+{
+    if (strcmp(kind, "small") == 0)
+        return SMALL_SIZE;
+    if (strcmp(kind, "small-mixed") == 0)
+        return 16 + check_random(&seed) % 1009;
+    if (strcmp(kind, "medium") == 0)
+        return 256 * 1024;
+    if (strcmp(kind, "medium-1m") == 0)
+        return MIB;
+    if (strcmp(kind, "large") == 0) /* just above the medium blocks' 3.75 MiB */
+        return 3 * MIB + 920 * 1024;
+    if (strcmp(kind, "mixture") == 0) /* 16 bytes to an eighth of the limit */
+        return log_uniform(16, limit / 8);
+    return 0;
+}
+
+static unsigned char tag_of(size_t size)
+{
+    return (unsigned char)(size * 31 + 7);
+}
+
+/* Allocates blocks of `kind` until one fails; returns the bytes asked for
+ * and had, the blocks on *list. *failed_with is the failure's errno. */
+static size_t fill(const char *kind, size_t limit, struct held **list, int *failed_with)
+{
+    size_t had = 0;
+    for (;;) {
+        size_t size = next_size(kind, limit);
+        errno = 0;
+        unsigned char *p = size >= 64 * 1024 && check_random(&seed) % 4 == 0 ? strata_calloc(1, size)
+                                                                                : strata_malloc(size);
+        if (p == NULL) {
+            *failed_with = errno;
+            return had;
+        }
+        /* Every OS page written, so that the memory is really had. */
+        for (size_t at = 4096; at < size; at += 4096)
+            p[at] = 1;
+        ((struct held *)p)->next = *list;
+        ((struct held *)p)->size = size;
+        if (size > sizeof(struct held))
+            p[size - 1] = tag_of(size);
+        *list = (struct held *)p;
+        had += size;
+    }
+}
+
+/* Frees a fill's blocks; false if one of them was damaged. */
+static bool free_all(struct held *list)
+{
+    bool intact = true;
+    while (list != NULL) {
+        struct held *next = list->next;
+        intact &= list->size <= sizeof(struct held) || ((unsigned char *)list)[list->size - 1] == tag_of(list->size);
+        strata_free(list);
+        list = next;
+    }
+    return intact;
+}
+
+/* FILL=kind [REFILL=kind]: fills under the limit, frees, fills again. */
+static int fill_case(void)
+{
+    const char *limit_mb = getenv("STRATA_LIMIT_MB"), *kind = getenv("FILL"), *refill = getenv("REFILL");
+    size_t limit = (size_t)atol(limit_mb != NULL ? limit_mb : "0") * MIB;
+    if (limit == 0 || kind == NULL || next_size(kind, limit) == 0 || (refill != NULL && next_size(refill, limit) == 0)) {
+        printf("usage: STRATA_LIMIT_MB=N FILL=kind [REFILL=kind]\n");
+        return 2;
+    }
+    struct held *list = NULL;
+    int failed_with = 0;
+    size_t had = fill(kind, limit, &list, &failed_with);
+    printf("had=%zu\nenomem=%d\n", had, failed_with == ENOMEM);
+    printf("intact=%d\n", free_all(list));
+    if (refill != NULL) {
+        list = NULL;
+        failed_with = 0;
+        size_t again = fill(refill, limit, &list, &failed_with);
+        printf("refill_had=%zu\nrefill_enomem=%d\n", again, failed_with == ENOMEM);
+        printf("refill_intact=%d\n", free_all(list));
+    }
+    return 0;
+}
+
+/* The program's first block, then 3.9 MB of 64-byte blocks, then blocks of
+ * 1 MiB until one fails: what a program given 8 MB met. */
+static int small_then_medium_case(void)
+{
+    struct held *list = NULL;
+    void *first = strata_malloc(16);
+    size_t had = first != NULL ? 16 : 0;
+    for (size_t small = 0; small < 3900 * 1000 / 64; small++) {
+        struct held *p = strata_malloc(64);
+        if (p == NULL)
+            break;
+        p->next = list;
+        list = p;
+        had += 64;
+    }
+    size_t small_had = had;
+    int failed_with = 0;
+    for (;;) {
+        errno = 0;
+        struct held *p = strata_malloc(MIB);
+        if (p == NULL) {
+            failed_with = errno;
+            break;
+        }
+        memset(p, 1, MIB);
+        p->next = list;
+        list = p;
+        had += MIB;
+    }
+    printf("small_had=%zu\nhad=%zu\nenomem=%d\n", small_had, had, failed_with == ENOMEM);
+    while (list != NULL) {
+        struct held *next = list->next;
+        strata_free(list);
+        list = next;
+    }
+    strata_free(first);
+    return 0;
+}
+
+
+/* A `key=value` figure of a child's output; -1 when it has none. */
+static long long figure(const char *output, const char *key)
+{
+    char pattern[64];
+    snprintf(pattern, sizeof pattern, "%s=", key);
+    for (const char *at = output; (at = strstr(at, pattern)) != NULL; at++)
+        if (at == output || at[-1] == '\n')
+            return atoll(at + strlen(pattern));
+    return -1;
+}
+
+static const int limits_mb[] = {8, 16, 64};
+
+/* One fill under each limit, and a refill of other sizes after it. */
+static void check_fill(const char *kind, const char *refill)
+{
+    for (size_t i = 0; i < CHECK_COUNT(limits_mb); i++) {
+        long long limit = (long long)limits_mb[i] * (long long)MIB, least = limit * 8 / 10;
+        char env[256];
+        /* Freed memory goes back only when an allocation at the limit asks
+         * (no purger, a long purge delay), and the secure flavour's
+         * quarantine holds up to 4 MB of it: the refill tests that they
+         * give way. */
+        snprintf(env, sizeof env,
+                 "STRATA_LIMIT_MB=%d STRATA_PURGE_DELAY_MS=600000 STRATA_BACKGROUND_PURGE=0 STRATA_QUARANTINE_KB=4096 "
+                 "FILL=%s REFILL=%s",
+                 limits_mb[i], kind, refill);
+        struct outcome o = check_spawn("fill", env);
+        printf("%2d MB, %s then %s: had %.1f MB, then %.1f MB\n", limits_mb[i], kind, refill,
+               (double)figure(o.output, "had") / (double)MIB, (double)figure(o.output, "refill_had") / (double)MIB);
+        CHECK(exited_cleanly(&o));
+        CHECK_CMP(figure(o.output, "had"), >=, least);
+        CHECK_CMP(figure(o.output, "had"), <=, limit);
+        CHECK_CMP(figure(o.output, "enomem"), ==, 1);
+        CHECK_CMP(figure(o.output, "intact"), ==, 1);
+        CHECK_CMP(figure(o.output, "refill_had"), >=, least);
+        CHECK_CMP(figure(o.output, "refill_had"), <=, limit);
+        CHECK_CMP(figure(o.output, "refill_enomem"), ==, 1);
+        CHECK_CMP(figure(o.output, "refill_intact"), ==, 1);
+        if (!exited_cleanly(&o))
+            printf("  the child said: %.600s\n", o.output);
+    }
+}
+
+static void test_small(void)
+{
+    check_fill("small", "large");
+}
+
+static void test_small_mixed(void)
+{
+    check_fill("small-mixed", "medium");
+}
+
+static void test_medium(void)
+{
+    check_fill("medium", "small");
+}
+
+static void test_medium_1m(void)
+{
+    check_fill("medium-1m", "small-mixed");
+}
+
+static void test_large(void)
+{
+    check_fill("large", "small");
+}
+
+static void test_mixture(void)
+{
+    check_fill("mixture", "mixture");
+}
+
+/* What a program given 8 MB met: after 3.9 MB of small blocks, 1 MiB
+ * blocks until the limit, at least 80% in all. */
+static void test_small_then_medium(void)
+{
+    for (size_t i = 0; i < CHECK_COUNT(limits_mb); i++) {
+        char env[64];
+        snprintf(env, sizeof env, "STRATA_LIMIT_MB=%d", limits_mb[i]);
+        struct outcome o = check_spawn("small-then-medium", env);
+        long long limit = (long long)limits_mb[i] * (long long)MIB;
+        printf("%2d MB: %.1f MB of small blocks, %.1f MB in all\n", limits_mb[i],
+               (double)figure(o.output, "small_had") / (double)MIB, (double)figure(o.output, "had") / (double)MIB);
+        CHECK(exited_cleanly(&o));
+        CHECK_CMP(figure(o.output, "had"), >=, limit * 8 / 10);
+        CHECK_CMP(figure(o.output, "had"), <=, limit);
+        CHECK_CMP(figure(o.output, "enomem"), ==, 1);
+    }
+}
+
+/* Under a limit, the bytes it counts are what the calling thread's
+ * segments charge (no large block, arena or other thread here): after
+ * blocks of every kind are handed out, after half of them are freed, after
+ * a trim, and after all are freed and trimmed (the empty current pages
+ * gone too). Prints each step's difference, which must stay what it was. */
+static long long segments_charged(void)
+{
+    long long bytes = 0;
+    for (const struct segment *s = thread_heap->segments; s != NULL; s = s->next)
+        for (unsigned k = 0; k < SLICES_PER_SEGMENT; k++)
+            bytes += (long long)s->charged_kib[k] * 1024;
+    return bytes;
+}
+
+static int charges_case(void)
+{
+    strata_trim();
+    long long start = (long long)os_charged_bytes() - segments_charged();
+    void *held[3000];
+    for (size_t i = 0; i < CHECK_COUNT(held); i++)
+        held[i] = strata_malloc(i % 7 == 6 && !TEST_SECURE ? 200 * 1024 + i : 16 + (i * 37) % 3000);
+    const char *broken = heap_check(thread_heap);
+    printf("allocated=%lld\nallocated_sound=%d\n", (long long)os_charged_bytes() - segments_charged() - start,
+           broken == NULL);
+    for (size_t i = 0; i < CHECK_COUNT(held); i += 2)
+        strata_free(held[i]);
+    broken = heap_check(thread_heap);
+    printf("half_freed=%lld\nhalf_freed_sound=%d\n", (long long)os_charged_bytes() - segments_charged() - start,
+           broken == NULL);
+    strata_trim();
+    broken = heap_check(thread_heap);
+    printf("trimmed=%lld\ntrimmed_sound=%d\n", (long long)os_charged_bytes() - segments_charged() - start,
+           broken == NULL);
+    for (size_t i = 1; i < CHECK_COUNT(held); i += 2)
+        strata_free(held[i]);
+    strata_trim();
+    printf("all_freed=%lld\nleft=%lld\n", (long long)os_charged_bytes() - segments_charged() - start,
+           segments_charged());
+    if (broken != NULL)
+        printf("%s\n", broken);
+    return 0;
+}
+
+static void test_charges_add_up(void)
+{
+    struct outcome o = check_spawn("charges", "STRATA_LIMIT_MB=64");
+    CHECK(exited_cleanly(&o));
+    static const char *const steps[] = {"allocated", "half_freed", "trimmed", "all_freed"};
+    for (size_t i = 0; i < CHECK_COUNT(steps); i++)
+        CHECK_CMP(figure(o.output, steps[i]), ==, 0);
+    CHECK_CMP(figure(o.output, "allocated_sound"), ==, 1);
+    CHECK_CMP(figure(o.output, "half_freed_sound"), ==, 1);
+    CHECK_CMP(figure(o.output, "trimmed_sound"), ==, 1);
+    CHECK_CMP(figure(o.output, "left"), ==, 0);
+    /* Without a limit nothing is counted. */
+    o = check_spawn("charges", "");
+    CHECK(exited_cleanly(&o));
+    CHECK_CMP(figure(o.output, "left"), ==, 0);
+    CHECK_CMP(figure(o.output, "allocated"), ==, 0);
+}
+
+static const struct check_case cases[] = {
+    {"charges", charges_case},
+    {"fill", fill_case},
+    {"small-then-medium", small_then_medium_case},
+};
+
+static const struct check_test tests[] = {
+    {"charges_add_up", test_charges_add_up},
+    {"small", test_small},
+    {"small_mixed", test_small_mixed},
+    {"medium", test_medium},
+    {"medium_1m", test_medium_1m},
+    {"large", test_large},
+    {"mixture", test_mixture},
+    {"small_then_medium", test_small_then_medium},
+};
+
+int main(int argc, char **argv)
+{
+    if (argc == 1 && !children_runnable())
+        return check_finish();
+    return check_main(argc, argv, CHECK_TESTS(tests), CHECK_CASES(cases));
+}
