@@ -104,7 +104,11 @@ void *api_realloc(void *ptr, size_t size)
         size_t grown = old_size + old_size / (old_size > SMALL_MAX ? MEDIUM_GROWTH_DIVISOR : SMALL_GROWTH_DIVISOR);
         if (size > old_size && size < grown && grown <= MEDIUM_MAX)
             target = (size & 15) == 0 ? (grown + 15) & ~(size_t)15 : grown; /* keep its alignment */
-        return move_block(ptr, old_size, target);
+        void *moved = move_block(ptr, old_size, target);
+        /* Without memory for the room to grow, the size asked may still be had. */
+        if (unlikely(moved == NULL) && target > size)
+            moved = move_block(ptr, old_size, size);
+        return moved;
     }
     if (size > SMALL_MAX)
         return realloc_large(ptr, size);

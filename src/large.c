@@ -541,6 +541,8 @@ size_t large_usable_size(const void *p)
 static void *realloc_aligned_by_copy(void *p, size_t size, size_t alignment, size_t old_size, size_t offset)
 {
     void *q = large_alloc(size + growth_headroom(size), alignment, false);
+    if (q == NULL) /* without memory for the headroom, the size asked may still be had */
+        q = large_alloc(size, alignment, false);
     if (q == NULL)
         return NULL;
     memcpy(q, p, old_size - offset);
@@ -665,7 +667,11 @@ void *large_realloc(void *p, size_t size)
     /* Growth keeps headroom (options.h): a string grown in small steps costs a
      * system call per 12% of growth rather than one per page. */
     size_t new_size = exact > old_size ? round_to_page(size + growth_headroom(size) + offset) : exact;
-    return realloc_by_remap(p, size, old_size, new_size, offset, alignment);
+    void *q = realloc_by_remap(p, size, old_size, new_size, offset, alignment);
+    /* Without memory for the headroom, the size asked may still be had. */
+    if (q == NULL && new_size > exact)
+        q = realloc_by_remap(p, size, old_size, exact, offset, alignment);
+    return q;
 }
 
 /* ---- statistics, fork --------------------------------------------------- */
