@@ -131,6 +131,21 @@ static void chunk_drop(strata_arena *a, struct chunk *c)
     chunk_unmap(c);
 }
 
+/* At the memory limit (STRATA_LIMIT_MB) a failed mapping, or remapping
+ * (`old` non-NULL), is tried once more after the general allocator has
+ * given back what its caches hold (strata_trim), as its own allocations
+ * are. */
+static void *map_or_trim(size_t size, size_t align, void *old, size_t old_size)
+{
+    for (int attempt = 0;; attempt++) {
+        void *p = old != NULL ? os_remap(old, old_size, size)
+                  : align > os_page_size() ? os_map_aligned(size, align) : os_map(size);
+        if (p != NULL || attempt == 1 || strata_options.limit_mb == 0)
+            return p;
+        strata_trim();
+    }
+}
+
 static bool chunk_push(strata_arena *a)
 {
     struct chunk *c = a->cache;
@@ -138,7 +153,7 @@ static bool chunk_push(strata_arena *a)
         a->cache = c->below;
         a->cached--;
     } else {
-        c = os_map(a->chunk_size);
+        c = map_or_trim(a->chunk_size, 0, NULL, 0);
         if (c == NULL)
             return false;
         c->size = a->chunk_size;
@@ -164,7 +179,7 @@ static void *big_alloc(strata_arena *a, size_t n, size_t align)
         return NULL;
     }
     size_t map_size = round_up(n + offset, os_page_size());
-    struct big *b = align > os_page_size() ? os_map_aligned(map_size, align) : os_map(map_size);
+    struct big *b = map_or_trim(map_size, align, NULL, 0);
     if (b == NULL) {
         errno = ENOMEM;
         return NULL;
@@ -296,7 +311,7 @@ STRATA_EXPORT void *strata_arena_grow(strata_arena *a, void *p, size_t n)
         /* The newest big block: remap it, with headroom for more growth. */
         if (n + offset > b->map_size) {
             size_t map_size = round_up(n + growth_headroom(n) + offset, os_page_size());
-            struct big *moved = os_remap(b, b->map_size, map_size);
+            struct big *moved = map_or_trim(map_size, 0, b, b->map_size);
             if (moved == NULL) {
                 errno = ENOMEM;
                 return NULL;

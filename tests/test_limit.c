@@ -192,6 +192,30 @@ static int realloc_growth_case(void)
     return 0;
 }
 
+/* Small blocks to the limit, all freed (kept resident: no purge), then an
+ * arena's allocations until one fails. */
+static int arena_after_free_case(void)
+{
+    struct held *list = NULL;
+    int failed_with = 0;
+    free_all((fill("small-mixed", 0, &list, &failed_with), list));
+    strata_arena *arena = strata_arena_new(NULL);
+    size_t had = 0;
+    for (;;) {
+        errno = 0;
+        char *p = arena != NULL ? strata_arena_alloc(arena, 1000) : NULL;
+        if (p == NULL) {
+            failed_with = errno;
+            break;
+        }
+        memset(p, 1, 1000);
+        had += 1000;
+    }
+    printf("had=%zu\nenomem=%d\n", had, failed_with == ENOMEM);
+    strata_arena_destroy(arena);
+    return 0;
+}
+
 
 /* A `key=value` figure of a child's output; -1 when it has none. */
 static long long figure(const char *output, const char *key)
@@ -367,8 +391,28 @@ static void test_charges_add_up(void)
     CHECK_CMP(figure(o.output, "allocated"), ==, 0);
 }
 
+/* An arena gets the limit too once the general allocator's freed memory
+ * gives way. */
+static void test_arena_after_free(void)
+{
+    for (size_t i = 0; i < CHECK_COUNT(limits_mb); i++) {
+        char env[128];
+        snprintf(env, sizeof env, "STRATA_LIMIT_MB=%d STRATA_PURGE_DELAY_MS=600000 STRATA_BACKGROUND_PURGE=0",
+                 limits_mb[i]);
+        struct outcome o = check_spawn("arena-after-free", env);
+        long long limit = (long long)limits_mb[i] * (long long)MIB;
+        printf("%2d MB: an arena had %.1f MB after the blocks were freed\n", limits_mb[i],
+               (double)figure(o.output, "had") / (double)MIB);
+        CHECK(exited_cleanly(&o));
+        CHECK_CMP(figure(o.output, "had"), >=, limit * 8 / 10);
+        CHECK_CMP(figure(o.output, "had"), <=, limit);
+        CHECK_CMP(figure(o.output, "enomem"), ==, 1);
+    }
+}
+
 static const struct check_case cases[] = {
     {"charges", charges_case},
+    {"arena-after-free", arena_after_free_case},
     {"fill", fill_case},
     {"small-then-medium", small_then_medium_case},
     {"realloc-growth", realloc_growth_case},
@@ -384,6 +428,7 @@ static const struct check_test tests[] = {
     {"mixture", test_mixture},
     {"small_then_medium", test_small_then_medium},
     {"realloc_growth", test_realloc_growth},
+    {"arena_after_free", test_arena_after_free},
 };
 
 int main(int argc, char **argv)
