@@ -230,34 +230,49 @@ static long long figure(const char *output, const char *key)
 
 static const int limits_mb[] = {8, 16, 64};
 
-/* One fill under each limit, and a refill of other sizes after it. */
+/* A child case under a limit of `limit_mb`, with more variables set. */
+static struct outcome spawn_limited(const char *name, int limit_mb, const char *more)
+{
+    char env[256];
+    snprintf(env, sizeof env, "STRATA_LIMIT_MB=%d %s", limit_mb, more);
+    return check_spawn(name, env);
+}
+
+/* A child that ran until an allocation failed: it exited cleanly, had
+ * (the figure `had`, or with a prefix) at least `least` bytes and no more
+ * than the limit, and the failure was ENOMEM. */
+static void check_had(const struct outcome *o, const char *prefix, int limit_mb, long long least)
+{
+    char had[32], enomem[32];
+    snprintf(had, sizeof had, "%shad", prefix);
+    snprintf(enomem, sizeof enomem, "%senomem", prefix);
+    CHECK(exited_cleanly(o));
+    CHECK_CMP(figure(o->output, had), >=, least);
+    CHECK_CMP(figure(o->output, had), <=, (long long)limit_mb * (long long)MIB);
+    CHECK_CMP(figure(o->output, enomem), ==, 1);
+    if (!exited_cleanly(o))
+        printf("  the child said: %.600s\n", o->output);
+}
+
+/* One fill under each limit, and a refill of other sizes after it. Freed
+ * memory goes back only when an allocation at the limit asks (no purger, a
+ * long purge delay), and the secure flavour's quarantine holds up to 4 MB
+ * of it: the refill tests that they give way. */
 static void check_fill(const char *kind, const char *refill)
 {
     for (size_t i = 0; i < CHECK_COUNT(limits_mb); i++) {
-        long long limit = (long long)limits_mb[i] * (long long)MIB, least = limit * 8 / 10;
-        char env[256];
-        /* Freed memory goes back only when an allocation at the limit asks
-         * (no purger, a long purge delay), and the secure flavour's
-         * quarantine holds up to 4 MB of it: the refill tests that they
-         * give way. */
-        snprintf(env, sizeof env,
-                 "STRATA_LIMIT_MB=%d STRATA_PURGE_DELAY_MS=600000 STRATA_BACKGROUND_PURGE=0 STRATA_QUARANTINE_KB=4096 "
-                 "FILL=%s REFILL=%s",
-                 limits_mb[i], kind, refill);
-        struct outcome o = check_spawn("fill", env);
+        long long least = (long long)limits_mb[i] * (long long)MIB * 8 / 10;
+        char more[192];
+        snprintf(more, sizeof more,
+                 "STRATA_PURGE_DELAY_MS=600000 STRATA_BACKGROUND_PURGE=0 STRATA_QUARANTINE_KB=4096 FILL=%s REFILL=%s",
+                 kind, refill);
+        struct outcome o = spawn_limited("fill", limits_mb[i], more);
         printf("%2d MB, %s then %s: had %.1f MB, then %.1f MB\n", limits_mb[i], kind, refill,
                (double)figure(o.output, "had") / (double)MIB, (double)figure(o.output, "refill_had") / (double)MIB);
-        CHECK(exited_cleanly(&o));
-        CHECK_CMP(figure(o.output, "had"), >=, least);
-        CHECK_CMP(figure(o.output, "had"), <=, limit);
-        CHECK_CMP(figure(o.output, "enomem"), ==, 1);
+        check_had(&o, "", limits_mb[i], least);
+        check_had(&o, "refill_", limits_mb[i], least);
         CHECK_CMP(figure(o.output, "intact"), ==, 1);
-        CHECK_CMP(figure(o.output, "refill_had"), >=, least);
-        CHECK_CMP(figure(o.output, "refill_had"), <=, limit);
-        CHECK_CMP(figure(o.output, "refill_enomem"), ==, 1);
         CHECK_CMP(figure(o.output, "refill_intact"), ==, 1);
-        if (!exited_cleanly(&o))
-            printf("  the child said: %.600s\n", o.output);
     }
 }
 
@@ -296,16 +311,10 @@ static void test_mixture(void)
 static void test_small_then_medium(void)
 {
     for (size_t i = 0; i < CHECK_COUNT(limits_mb); i++) {
-        char env[64];
-        snprintf(env, sizeof env, "STRATA_LIMIT_MB=%d", limits_mb[i]);
-        struct outcome o = check_spawn("small-then-medium", env);
-        long long limit = (long long)limits_mb[i] * (long long)MIB;
+        struct outcome o = spawn_limited("small-then-medium", limits_mb[i], "");
         printf("%2d MB: %.1f MB of small blocks, %.1f MB in all\n", limits_mb[i],
                (double)figure(o.output, "small_had") / (double)MIB, (double)figure(o.output, "had") / (double)MIB);
-        CHECK(exited_cleanly(&o));
-        CHECK_CMP(figure(o.output, "had"), >=, limit * 8 / 10);
-        CHECK_CMP(figure(o.output, "had"), <=, limit);
-        CHECK_CMP(figure(o.output, "enomem"), ==, 1);
+        check_had(&o, "", limits_mb[i], (long long)limits_mb[i] * (long long)MIB * 8 / 10);
     }
 }
 
@@ -317,15 +326,10 @@ static void test_small_then_medium(void)
 static void test_realloc_growth(void)
 {
     for (size_t i = 0; i < CHECK_COUNT(limits_mb); i++) {
-        char env[64];
-        snprintf(env, sizeof env, "STRATA_LIMIT_MB=%d", limits_mb[i]);
-        struct outcome o = check_spawn("realloc-growth", env);
+        struct outcome o = spawn_limited("realloc-growth", limits_mb[i], "");
         long long limit = (long long)limits_mb[i] * (long long)MIB;
         printf("%2d MB: one block grown to %.1f MB\n", limits_mb[i], (double)figure(o.output, "had") / (double)MIB);
-        CHECK(exited_cleanly(&o));
-        CHECK_CMP(figure(o.output, "had"), >=, TEST_SECURE ? limit * 4 / 10 : limit * 9 / 10);
-        CHECK_CMP(figure(o.output, "had"), <=, limit);
-        CHECK_CMP(figure(o.output, "enomem"), ==, 1);
+        check_had(&o, "", limits_mb[i], TEST_SECURE ? limit * 4 / 10 : limit * 9 / 10);
         CHECK_CMP(figure(o.output, "intact"), ==, 1);
     }
 }
@@ -396,17 +400,11 @@ static void test_charges_add_up(void)
 static void test_arena_after_free(void)
 {
     for (size_t i = 0; i < CHECK_COUNT(limits_mb); i++) {
-        char env[128];
-        snprintf(env, sizeof env, "STRATA_LIMIT_MB=%d STRATA_PURGE_DELAY_MS=600000 STRATA_BACKGROUND_PURGE=0",
-                 limits_mb[i]);
-        struct outcome o = check_spawn("arena-after-free", env);
-        long long limit = (long long)limits_mb[i] * (long long)MIB;
+        struct outcome o = spawn_limited("arena-after-free", limits_mb[i],
+                                         "STRATA_PURGE_DELAY_MS=600000 STRATA_BACKGROUND_PURGE=0");
         printf("%2d MB: an arena had %.1f MB after the blocks were freed\n", limits_mb[i],
                (double)figure(o.output, "had") / (double)MIB);
-        CHECK(exited_cleanly(&o));
-        CHECK_CMP(figure(o.output, "had"), >=, limit * 8 / 10);
-        CHECK_CMP(figure(o.output, "had"), <=, limit);
-        CHECK_CMP(figure(o.output, "enomem"), ==, 1);
+        check_had(&o, "", limits_mb[i], (long long)limits_mb[i] * (long long)MIB * 8 / 10);
     }
 }
 
