@@ -16,7 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -292,19 +294,24 @@ static inline int resident_is_meaningful(void)
  * /proc/self/exe with `--case CASE` as its arguments (check_main runs the
  * case of that name), the STRATA_* variables of this process removed and
  * the given ones set; returns how it ended and what it wrote on stdout and
- * stderr. */
+ * stderr. check_spawn_within gives it `seconds` (0: as long as it takes)
+ * to end, then kills it (SIGKILL) and says it timed out: a child that
+ * never ends fails its test instead of hanging the suite. */
 struct outcome {
     int status;
+    bool timed_out;
+    double seconds; /* from the start to its end, or to the kill */
     char output[8192];
 };
 
-static inline struct outcome check_spawn(const char *name, const char *env)
+static inline struct outcome check_spawn_within(const char *name, const char *env, double seconds)
 {
-    struct outcome result = {0, ""};
+    struct outcome result = {0, false, 0, ""};
     int pipe_fds[2];
     if (pipe(pipe_fds) != 0)
         return result;
     fflush(stdout);
+    double start = bench_now();
     pid_t pid = fork();
     if (pid == 0) {
         dup2(pipe_fds[1], 1);
@@ -329,13 +336,46 @@ static inline struct outcome check_spawn(const char *name, const char *env)
     }
     close(pipe_fds[1]);
     size_t length = 0;
-    ssize_t n;
-    while ((n = read(pipe_fds[0], result.output + length, sizeof result.output - 1 - length)) > 0)
-        length += (size_t)n;
+    for (;;) {
+        struct pollfd readable = {pipe_fds[0], POLLIN, 0};
+        double left = seconds > 0 ? start + seconds - bench_now() : 1;
+        int ready = left > 0 ? poll(&readable, 1, seconds > 0 ? (int)(left * 1000) + 1 : -1) : 0;
+        if (ready == 0 && seconds > 0 && bench_now() >= start + seconds) { /* its time is up */
+            result.timed_out = true;
+            kill(pid, SIGKILL);
+            break;
+        }
+        if (ready < 0)
+            continue;
+        char discard[256]; /* what does not fit is read and dropped */
+        bool room = length < sizeof result.output - 1;
+        ssize_t n = room ? read(pipe_fds[0], result.output + length, sizeof result.output - 1 - length)
+                         : read(pipe_fds[0], discard, sizeof discard);
+        if (n <= 0) /* every holder of the pipe has closed it */
+            break;
+        if (room)
+            length += (size_t)n;
+    }
     result.output[length] = '\0';
     close(pipe_fds[0]);
-    waitpid(pid, &result.status, 0);
+    /* A child that closed its output may still be running: the deadline
+     * holds for its end too. */
+    while (waitpid(pid, &result.status, seconds > 0 ? WNOHANG : 0) == 0) {
+        if (bench_now() >= start + seconds) {
+            result.timed_out = true;
+            kill(pid, SIGKILL);
+            waitpid(pid, &result.status, 0);
+            break;
+        }
+        usleep(10000);
+    }
+    result.seconds = bench_now() - start;
     return result;
+}
+
+static inline struct outcome check_spawn(const char *name, const char *env)
+{
+    return check_spawn_within(name, env, 0);
 }
 
 /* Under Valgrind (tests/test_valgrind.sh) /proc/self/exe is Valgrind
