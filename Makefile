@@ -175,7 +175,7 @@ $(BUILD)/tests/%: tests/%.c tests/check.h bench/common.h $(CORE_OBJ)
 
 # The same tests on the secure flavour's objects: its paths under the
 # API, stress, fuzzing, contexts, thread exit, fault injection and fork.
-SECURE_TESTS := test_api test_misuse test_stress test_fuzz test_context test_exit test_purge test_limit test_arena test_faults test_fork
+SECURE_TESTS := test_api test_misuse test_stress test_fuzz test_context test_exit test_purge test_limit test_arena test_faults test_fork test_last_thread
 SECURE_TEST_BIN := $(SECURE_TESTS:%=$(BUILD)/tests-secure/%)
 # Under the sanitizers, the secure flavour's tests whose paths differ from
 # the default's (memory errors under ASan; the quarantine and the threads

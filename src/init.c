@@ -4,7 +4,7 @@
  * before it), so a fork can never catch it half done; fork takes every lock
  * in the lock order (core.h) and the child re-creates them; the purger
  * thread gives back what heaps leave idle and retires the heaps exited
- * threads parked. */
+ * threads parked, and ends when the program's last thread has ended. */
 #include <pthread.h>
 #include <stdatomic.h>
 
@@ -30,11 +30,21 @@ static void fork_parent(void)
 static _Atomic bool purger_running;
 /* With STRATA_PURGE_DELAY_MS=0 the purger still sleeps between rounds. */
 #define PURGER_MIN_PERIOD_NS ((uint64_t)1000000)
-/* The purger calls no user code: a small stack is plenty. */
-#define PURGER_STACK_BYTES ((size_t)64 * 1024)
+/* Rung at every exit of a thread with a heap: the purger wakes to see
+ * whether it is the last thread left. */
+static _Atomic uint32_t purger_bell;
+/* While no heap has a thread, the purger looks this often whether the
+ * threads that never allocated have ended too (their exits ring nothing). */
+#define PURGER_ALONE_POLL_NS ((uint64_t)50000000)
+
+/* In a forked child the heaps of the parent's other threads still look
+ * held, though those threads are not in the child: its purger tells that
+ * it is alone by looking (purger_main). */
+static bool forked_child;
 
 static void fork_child(void)
 {
+    forked_child = true;
     /* The thread did not survive the fork; the child starts its own. */
     if (atomic_load(&purger_running)) {
         atomic_store(&purger_running, false);
@@ -53,6 +63,10 @@ static void thread_exit(void *heap)
         quarantine_drain(heap);
     if (heap_thread_exit(heap))
         purger_start();
+    if (atomic_load_explicit(&purger_running, memory_order_relaxed)) {
+        atomic_fetch_add_explicit(&purger_bell, 1, memory_order_release);
+        os_wake(&purger_bell);
+    }
 }
 
 void strata_init(void)
@@ -73,11 +87,33 @@ __attribute__((constructor)) static void strata_init_at_load(void)
     strata_init();
 }
 
+static void count_owned(struct heap *heap, void *owned)
+{
+    if (heap->parked_at == 0)
+        (*(unsigned *)owned)++;
+}
+
+/* Heaps a running thread holds (not parked), of those whose lock is free. */
+static unsigned heaps_with_a_thread(void)
+{
+    unsigned owned = 0;
+    heap_for_each_live(count_owned, &owned, true);
+    return owned;
+}
+
 /* Every purge delay, the aged free slices of every heap whose lock is free
  * go back, so do the heaps exited threads parked that long, and expired
  * cached large mappings: a program that frees a working set and then goes
  * quiet shrinks. With STRATA_SAMPLE_MS the same thread samples the memory
- * in between (and only samples under STRATA_BACKGROUND_PURGE=0). */
+ * in between (and only samples under STRATA_BACKGROUND_PURGE=0).
+ * A library's thread must never keep a process alive: POSIX ends a process
+ * when its last thread ends. So once the program's threads have all ended
+ * (a thread with a heap rings at its exit; without one, the purger looks
+ * every PURGER_ALONE_POLL_NS while no heap has a thread, and always in a
+ * forked child), the purger returns: it is then the process's last
+ * thread, and the C library ends the process with status 0, running its
+ * exit handlers on this thread's stack, as it would have on the program's
+ * last thread. */
 static void *purger_main(void *arg)
 {
     (void)arg;
@@ -86,14 +122,31 @@ static void *purger_main(void *arg)
                                                                           : PURGER_MIN_PERIOD_NS;
     uint64_t sample = strata_options.sample_ns;
     uint64_t period = sample != 0 && (sample < delay || !purging) ? sample : delay;
-    uint64_t next_purge = os_now_ns() + delay;
+    uint64_t now = os_now_ns();
+    uint64_t next_round = now + period, next_purge = now + delay, next_alone_check = now;
+    uint32_t rung = atomic_load_explicit(&purger_bell, memory_order_acquire);
     if (sample != 0)
         stats_sample();
     for (;;) {
-        os_sleep_ns(period);
+        uint64_t wake = next_round < next_alone_check ? next_round : next_alone_check;
+        if (wake > now)
+            os_wait_ns(&purger_bell, rung, wake - now);
+        now = os_now_ns();
+        uint32_t bell = atomic_load_explicit(&purger_bell, memory_order_acquire);
+        if (bell != rung || now >= next_alone_check) {
+            rung = bell;
+            next_alone_check = UINT64_MAX;
+            if (forked_child || heaps_with_a_thread() == 0) {
+                if (os_live_threads() == 1)
+                    return NULL;
+                next_alone_check = now + PURGER_ALONE_POLL_NS;
+            }
+        }
+        if (now < next_round)
+            continue;
+        next_round = now + period;
         if (sample != 0)
             stats_sample();
-        uint64_t now = os_now_ns();
         if (!purging || now + period / 2 < next_purge)
             continue;
         next_purge = now + delay;
@@ -113,8 +166,9 @@ void purger_start(void)
     pthread_attr_t attr;
     pthread_t thread;
     pthread_attr_init(&attr);
+    /* The default stack: as the last thread the purger runs the program's
+     * exit handlers (purger_main). */
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_attr_setstacksize(&attr, PURGER_STACK_BYTES);
     /* Running before it is created, so that a fork meanwhile restarts it in
      * the child; without a thread to be had, the heaps' own calls purge. */
     atomic_store(&purger_running, true);

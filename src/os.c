@@ -5,6 +5,8 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -12,6 +14,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -318,6 +321,22 @@ void os_sleep_ns(uint64_t ns)
     errno = saved;
 }
 
+void os_wait_ns(_Atomic uint32_t *word, uint32_t seen, uint64_t ns)
+{
+    struct timespec pause = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+    int saved = errno;
+    /* Returns at once if the word has changed: no wake is lost. */
+    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, seen, &pause, NULL, 0);
+    errno = saved;
+}
+
+void os_wake(_Atomic uint32_t *word)
+{
+    int saved = errno;
+    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+    errno = saved;
+}
+
 void os_yield(void)
 {
     sched_yield();
@@ -337,6 +356,25 @@ static bool proc_read(const char *path, char *text, size_t size)
         return false;
     text[n] = '\0';
     return true;
+}
+
+unsigned os_live_threads(void)
+{
+    char text[1024];
+    if (!proc_read("/proc/self/stat", text, sizeof text))
+        return 0;
+    /* After the command's name, which may hold anything but ends at the
+     * last ')': the state (the main thread's), then num_threads 17 fields
+     * on. An ended main thread stays a zombie, counted, until the process
+     * ends. */
+    const char *at = strrchr(text, ')');
+    char state = 0;
+    unsigned long threads = 0;
+    if (at == NULL ||
+        sscanf(at + 1, " %c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %lu", &state,
+               &threads) != 2)
+        return 0;
+    return threads > 0 && state == 'Z' ? (unsigned)threads - 1 : (unsigned)threads;
 }
 
 size_t os_resident_peak_bytes(void)

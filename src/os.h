@@ -4,6 +4,7 @@
 #ifndef STRATA_OS_H
 #define STRATA_OS_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -102,6 +103,14 @@ uint64_t os_random(void);
 /* Monotonic time in nanoseconds (a vDSO call, no system call). */
 uint64_t os_now_ns(void);
 void os_sleep_ns(uint64_t ns);
+/* Sleeps up to `ns` while `word` still holds `seen`: returns once another
+ * thread has changed it and called os_wake, at once if it has changed
+ * already, or when the time is up. */
+void os_wait_ns(_Atomic uint32_t *word, uint32_t seen, uint64_t ns);
+void os_wake(_Atomic uint32_t *word);
+/* The threads of this process still running (a main thread that ended
+ * with pthread_exit is not); 0 when /proc cannot be read. */
+unsigned os_live_threads(void);
 void os_yield(void);
 long os_pid(void);
 /* The process's peak resident bytes (VmHWM; 0 if /proc cannot be read). */
