@@ -117,6 +117,9 @@ extern STRATA_INTERNAL struct page page_empty;
 /* Creates the thread-exit key (start-up, before any heap), whose destructor
  * init.c gives. */
 void heap_threads_init(void (*on_thread_exit)(void *));
+/* How many threads hold a heap now (in a forked child: the forking thread
+ * alone, if it held one). */
+unsigned heap_threads_holding(void);
 /* Calls fn on every heap with a thread, holding its lock (with `try_only`,
  * skipping heaps whose lock is busy). Takes no process-wide lock. */
 void heap_for_each_live(void (*fn)(struct heap *, void *), void *arg, bool try_only);

@@ -8,7 +8,8 @@
  * parked), and on neither while a thread holds it; a heap, once made, stays
  * mapped and on the list of every heap, so a late remote free can always
  * reach the heap it read from a segment; `retiring` counts the heaps taken
- * off the parked list and not yet given up (pool lock). */
+ * off the parked list and not yet given up (pool lock); `threads_holding`
+ * counts the threads whose thread_heap is not the empty heap. */
 #include <pthread.h>
 
 #include "heap_private.h"
@@ -153,11 +154,26 @@ void heap_parked_retired(unsigned count, bool wait)
     }
 }
 
+/* Threads that hold a heap now (the purger watches it fall to 0). */
+static _Atomic unsigned threads_holding;
+
 void heap_bind_thread(struct heap *heap)
 {
     counters_thread_begin();
     thread_heap = heap;
     pthread_setspecific(exit_key, heap);
+    atomic_fetch_add_explicit(&threads_holding, 1, memory_order_relaxed);
+}
+
+void heap_unbind_thread(void)
+{
+    thread_heap = &heap_empty;
+    atomic_fetch_sub_explicit(&threads_holding, 1, memory_order_release);
+}
+
+unsigned heap_threads_holding(void)
+{
+    return atomic_load_explicit(&threads_holding, memory_order_acquire);
 }
 
 /* ---- walks over every heap, and fork -------------------------------------- */
@@ -193,6 +209,9 @@ void heap_fork_child(void)
      * the purger with any heap it was giving up (lost to the child). */
     pthread_mutex_init(&pool_lock, NULL);
     retiring = 0;
+    /* The forking thread is the child's one thread; the heaps of the
+     * others stay as they were, held by no thread here. */
+    atomic_store_explicit(&threads_holding, thread_heap != &heap_empty, memory_order_relaxed);
     for (struct heap *h = heap_first(); h != NULL; h = heap_next(h))
         pthread_mutex_init(&h->lock, NULL);
 }

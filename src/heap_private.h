@@ -37,6 +37,8 @@ void heap_parked_retired(unsigned count, bool wait);
 /* The heap becomes the calling thread's: thread_heap, and the exit key
  * that gives it back at the thread's exit. */
 void heap_bind_thread(struct heap *heap);
+/* The calling thread, exiting, holds no heap from now. */
+void heap_unbind_thread(void);
 
 /* A bin's limit before it grows (layout.h, BIN_BYTES). */
 static inline uint32_t bin_base_limit(unsigned class_index)

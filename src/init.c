@@ -30,21 +30,15 @@ static void fork_parent(void)
 static _Atomic bool purger_running;
 /* With STRATA_PURGE_DELAY_MS=0 the purger still sleeps between rounds. */
 #define PURGER_MIN_PERIOD_NS ((uint64_t)1000000)
-/* Rung at every exit of a thread with a heap: the purger wakes to see
+/* Rung when the last thread holding a heap exits: the purger wakes to see
  * whether it is the last thread left. */
 static _Atomic uint32_t purger_bell;
-/* While no heap has a thread, the purger looks this often whether the
+/* While no thread holds a heap, the purger looks this often whether the
  * threads that never allocated have ended too (their exits ring nothing). */
 #define PURGER_ALONE_POLL_NS ((uint64_t)50000000)
 
-/* In a forked child the heaps of the parent's other threads still look
- * held, though those threads are not in the child: its purger tells that
- * it is alone by looking (purger_main). */
-static bool forked_child;
-
 static void fork_child(void)
 {
-    forked_child = true;
     /* The thread did not survive the fork; the child starts its own. */
     if (atomic_load(&purger_running)) {
         atomic_store(&purger_running, false);
@@ -63,7 +57,7 @@ static void thread_exit(void *heap)
         quarantine_drain(heap);
     if (heap_thread_exit(heap))
         purger_start();
-    if (atomic_load_explicit(&purger_running, memory_order_relaxed)) {
+    if (heap_threads_holding() == 0 && atomic_load_explicit(&purger_running, memory_order_relaxed)) {
         atomic_fetch_add_explicit(&purger_bell, 1, memory_order_release);
         os_wake(&purger_bell);
     }
@@ -87,20 +81,6 @@ __attribute__((constructor)) static void strata_init_at_load(void)
     strata_init();
 }
 
-static void count_owned(struct heap *heap, void *owned)
-{
-    if (heap->parked_at == 0)
-        (*(unsigned *)owned)++;
-}
-
-/* Heaps a running thread holds (not parked), of those whose lock is free. */
-static unsigned heaps_with_a_thread(void)
-{
-    unsigned owned = 0;
-    heap_for_each_live(count_owned, &owned, true);
-    return owned;
-}
-
 /* Every purge delay, the aged free slices of every heap whose lock is free
  * go back, so do the heaps exited threads parked that long, and expired
  * cached large mappings: a program that frees a working set and then goes
@@ -108,12 +88,12 @@ static unsigned heaps_with_a_thread(void)
  * in between (and only samples under STRATA_BACKGROUND_PURGE=0).
  * A library's thread must never keep a process alive: POSIX ends a process
  * when its last thread ends. So once the program's threads have all ended
- * (a thread with a heap rings at its exit; without one, the purger looks
- * every PURGER_ALONE_POLL_NS while no heap has a thread, and always in a
- * forked child), the purger returns: it is then the process's last
- * thread, and the C library ends the process with status 0, running its
- * exit handlers on this thread's stack, as it would have on the program's
- * last thread. */
+ * (the last thread holding a heap rings at its exit; threads that never
+ * allocated ring nothing, so while no thread holds a heap the purger looks
+ * every PURGER_ALONE_POLL_NS), the purger returns: it is then the
+ * process's last thread, and the C library ends the process with status
+ * 0, running its exit handlers on this thread's stack, as it would have on
+ * the program's last thread. */
 static void *purger_main(void *arg)
 {
     (void)arg;
@@ -136,7 +116,7 @@ static void *purger_main(void *arg)
         if (bell != rung || now >= next_alone_check) {
             rung = bell;
             next_alone_check = UINT64_MAX;
-            if (forked_child || heaps_with_a_thread() == 0) {
+            if (heap_threads_holding() == 0) {
                 if (os_live_threads() == 1)
                     return NULL;
                 next_alone_check = now + PURGER_ALONE_POLL_NS;

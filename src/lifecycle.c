@@ -157,7 +157,7 @@ bool heap_thread_exit(struct heap *heap)
 {
     if (heap == NULL || heap == &heap_empty)
         return false;
-    thread_heap = &heap_empty;
+    heap_unbind_thread();
     bool park = strata_options.purge_delay_ns != 0 &&
                 strata_options.background_purge != BACKGROUND_PURGE_NEVER;
     if (park)
