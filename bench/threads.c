@@ -5,7 +5,7 @@
  * programs that allocate buffers and use part of them do). Reports alloc/free operations per second, peak (Top)
  * and final (Low: everything freed, threads exited) resident and virtual
  * memory. Runs on whatever malloc the process has:
- * bench/run.sh chooses it with LD_PRELOAD. */
+ * bench/run.py chooses it with LD_PRELOAD. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
