@@ -27,8 +27,16 @@ static bool current_with_free(struct heap *heap, unsigned class_index)
             return true;
     }
     page = heap->available[class_index];
-    if (unlikely(page == NULL))
-        return heap_current_from_segments(heap, class_index);
+    if (unlikely(page == NULL)) {
+        struct page *fresh = heap_page_new_carved(heap, class_index);
+        if (fresh != NULL) {
+            heap->current[class_index] = fresh;
+            return true;
+        }
+        page = heap->available[class_index]; /* an adopted segment's, or none */
+        if (page == NULL)
+            return false;
+    }
     list_remove(heap, page);
     strata_assert(page->free != NULL && page->class_index == class_index);
     heap->current[class_index] = page;

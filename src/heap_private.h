@@ -66,10 +66,10 @@ static inline void list_remove(struct heap *heap, struct page *page)
     page->listed = 0;
 }
 
-/* Makes current[class] a new page of the heap's segments (adopting exited
- * threads' segments first), or a page of an adopted segment; false when
- * no memory is to be had (bins.c first takes an available page). */
-STRATA_NOINLINE bool heap_current_from_segments(struct heap *heap, unsigned class_index);
+/* A new page of the class from the heap's segments, its first blocks
+ * carved; NULL when an adopted segment's pages are listed instead (exited
+ * threads' segments are adopted first), or when no memory is to be had. */
+STRATA_NOINLINE struct page *heap_page_new_carved(struct heap *heap, unsigned class_index);
 
 /* ---- remote.c: frees to a block's owner -------------------------------- */
 /* A validated block that is not free, to whichever heap owns it: the

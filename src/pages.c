@@ -102,7 +102,7 @@ static struct page *page_for_class(struct heap *heap, unsigned class_index)
     return page;
 }
 
-bool heap_current_from_segments(struct heap *heap, unsigned class_index)
+struct page *heap_page_new_carved(struct heap *heap, unsigned class_index)
 {
     pthread_mutex_lock(&heap->lock);
     heap_maybe_purge(heap);
@@ -111,21 +111,11 @@ bool heap_current_from_segments(struct heap *heap, unsigned class_index)
      * goes back. */
     if (page != NULL && !page_extend(page)) {
         page_release(heap, page);
-        pthread_mutex_unlock(&heap->lock);
-        return false;
+        page = NULL;
     }
     pthread_mutex_unlock(&heap->lock);
-    if (page != NULL) {
-        strata_assert(page->class_index == class_index && page->in_use && page->free != NULL);
-    } else {
-        page = heap->available[class_index];
-        if (page == NULL)
-            return false;
-        list_remove(heap, page);
-    }
-    strata_assert(page->free != NULL && page->class_index == class_index);
-    heap->current[class_index] = page;
-    return true;
+    strata_assert(page == NULL || (page->class_index == class_index && page->free != NULL && !page->listed));
+    return page;
 }
 
 /* ---- medium blocks (layout.h, CLASS_MEDIUM) ------------------------------ */
