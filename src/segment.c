@@ -126,7 +126,8 @@ static struct segment *segment_new(struct heap *heap)
  * until then; a new page on it charges only what it carves past that. */
 
 /* Charges the segment's slices so that [start, start + bytes), from a
- * slice's start, is covered; false, charging nothing, past the limit. */
+ * slice's start, is covered; false, charging nothing, past the limit. The
+ * range covers its slices whole but the last, whose charge only grows. */
 static bool prefix_charge(struct segment *segment, const char *start, size_t bytes)
 {
     if (!os_limited())
@@ -136,21 +137,18 @@ static bool prefix_charge(struct segment *segment, const char *start, size_t byt
     uintptr_t to = (from + bytes + page - 1) & ~(uintptr_t)(page - 1);
     strata_assert((from & (SLICE_SIZE - 1)) == 0 && to <= SEGMENT_SIZE);
     unsigned first = (unsigned)(from >> SLICE_SHIFT), last = (unsigned)((to - 1) >> SLICE_SHIFT);
+    uint8_t last_kib = (uint8_t)((to - ((uintptr_t)last << SLICE_SHIFT)) / 1024);
     size_t more = 0;
     for (unsigned k = first; k <= last; k++) {
-        size_t wanted = k < last ? SLICE_SIZE / 1024 : (to - ((uintptr_t)k << SLICE_SHIFT)) / 1024;
-        if (wanted > segment->charged_kib[k])
-            more += (wanted - segment->charged_kib[k]) * 1024;
+        uint8_t wanted = k < last ? SLICE_SIZE / 1024 : last_kib;
+        more += wanted > segment->charged_kib[k] ? (size_t)(wanted - segment->charged_kib[k]) * 1024 : 0;
     }
-    if (more == 0)
-        return true;
-    if (!os_charge(more))
+    if (more != 0 && !os_charge(more))
         return false;
-    for (unsigned k = first; k <= last; k++) {
-        size_t wanted = k < last ? SLICE_SIZE / 1024 : (to - ((uintptr_t)k << SLICE_SHIFT)) / 1024;
-        if (wanted > segment->charged_kib[k])
-            segment->charged_kib[k] = (uint8_t)wanted;
-    }
+    for (unsigned k = first; k < last; k++)
+        segment->charged_kib[k] = SLICE_SIZE / 1024;
+    if (last_kib > segment->charged_kib[last])
+        segment->charged_kib[last] = last_kib;
     return true;
 }
 
