@@ -274,8 +274,8 @@ void *os_remap(void *addr, size_t old_size, size_t new_size)
     size_t growth = new_size > old_size ? new_size - old_size : 0;
     if (growth != 0 && !os_charge(growth))
         return NULL; /* STRATA_LIMIT_MB applies to growth too */
-    void *p = fault_now(OS_FAULT_REMAP) ? MAP_FAILED : NULL;
-    if (p == NULL) {
+    void *p = MAP_FAILED;
+    if (!fault_now(OS_FAULT_REMAP)) {
         int saved = errno;
         p = mremap(addr, old_size, new_size, MREMAP_MAYMOVE);
         errno = saved;
