@@ -1,8 +1,9 @@
 /* alloc.c: the out-of-line paths behind the inline allocation and free
  * (alloc.h): a thread's first heap, bin refills and flushes, large blocks,
- * the purger's start; and the one policy for running out at the memory
- * limit (STRATA_LIMIT_MB): an allocation that fails gives back what the
- * caches hold (strata_trim) and tries once more. */
+ * the purger's start; and the one policy for running out of memory (the
+ * memory limit, the address-space limit or the OS refusing a map): an
+ * allocation that fails gives back what the caches hold (strata_trim) and
+ * tries once more. */
 #include <errno.h>
 
 #include "alloc.h"
@@ -31,11 +32,13 @@ STRATA_EXPORT void strata_trim(void)
 /* Sizes no mapping can ever meet fail at once, without a trim. */
 #define IMPOSSIBLE_SIZE ((size_t)PTRDIFF_MAX / 2)
 
-/* Whether a failed allocation of `size` is worth a second try: only at the
- * memory limit, where the caches may hold what the limit lacks. */
+/* Whether a failed allocation of `size` is worth a second try: whatever
+ * refused it (the memory limit, the address-space limit, the OS refusing a
+ * map), what the caches keep mapped for reuse may be what it lacks. A
+ * failure is rare, so the trim's cost does not matter. */
 static bool trim_for_retry(size_t size)
 {
-    if (likely(strata_options.limit_mb == 0) || size >= IMPOSSIBLE_SIZE)
+    if (size >= IMPOSSIBLE_SIZE)
         return false;
     strata_trim();
     return true;

@@ -131,16 +131,16 @@ static void chunk_drop(strata_arena *a, struct chunk *c)
     chunk_unmap(c);
 }
 
-/* At the memory limit (STRATA_LIMIT_MB) a failed mapping, or remapping
- * (`old` non-NULL), is tried once more after the general allocator has
- * given back what its caches hold (strata_trim), as its own allocations
- * are. */
+/* A failed mapping, or remapping (`old` non-NULL), at the memory limit,
+ * the address-space limit or wherever the OS refused it, is tried once
+ * more after the general allocator has given back what its caches hold
+ * (strata_trim), as its own allocations are. */
 static void *map_or_trim(size_t size, size_t align, void *old, size_t old_size)
 {
     for (int attempt = 0;; attempt++) {
         void *p = old != NULL ? os_remap(old, old_size, size)
                   : align > os_page_size() ? os_map_aligned(size, align) : os_map(size);
-        if (p != NULL || attempt == 1 || strata_options.limit_mb == 0)
+        if (p != NULL || attempt == 1)
             return p;
         strata_trim();
     }

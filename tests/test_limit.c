@@ -8,6 +8,9 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
+
+#include <sys/resource.h>
 
 #include "check.h"
 #include "checkers.h"
@@ -216,6 +219,113 @@ static int arena_after_free_case(void)
     return 0;
 }
 
+/* ---- the address-space limit (RLIMIT_AS, `ulimit -v`) ---------------------
+ * A limit the OS sets, not strata: a mapping past it fails. Before strata
+ * refuses an allocation for that, it gives back what it keeps mapped for
+ * reuse (freed large mappings, empty segments) and tries again. Each case
+ * runs on strata, or with ALLOCATOR=glibc on glibc's malloc, beside it. */
+struct allocator {
+    void *(*malloc)(size_t);
+    void (*free)(void *);
+};
+
+static struct allocator allocator_chosen(void)
+{
+    const char *name = getenv("ALLOCATOR");
+    if (name != NULL && strcmp(name, "glibc") == 0)
+        return (struct allocator){malloc, free};
+    return (struct allocator){strata_malloc, strata_free};
+}
+
+/* The process's address space now, in bytes (VmSize). */
+static size_t address_space_bytes(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    size_t kib = 0;
+    char line[256];
+    while (f != NULL && fgets(line, sizeof line, f) != NULL)
+        if (sscanf(line, "VmSize: %zu kB", &kib) == 1)
+            break;
+    if (f != NULL)
+        fclose(f);
+    return kib * 1024;
+}
+
+/* RLIMIT_AS set to the address space in use now, the allocator's first
+ * block made, plus `room`; false if it cannot be set. */
+static bool address_space_limited(const struct allocator *a, size_t room)
+{
+    a->free(a->malloc(100));
+    struct rlimit limit;
+    limit.rlim_cur = limit.rlim_max = address_space_bytes() + room;
+    return setrlimit(RLIMIT_AS, &limit) == 0;
+}
+
+#define BIG_BLOCK (10 * MIB)
+
+/* Writes every OS page of a block. */
+static void touch(unsigned char *p, size_t size)
+{
+    for (size_t at = 0; at < size; at += 4096)
+        p[at] = 1;
+}
+
+/* Three 10 MB blocks written and freed, then 200,000 blocks of 200 bytes
+ * (45 MB with their rounding) in 64 MB of address space: what the freed
+ * blocks left mapped must give way. */
+static int address_space_after_big_case(void)
+{
+    struct allocator a = allocator_chosen();
+    if (!address_space_limited(&a, 64 * MIB))
+        return 3;
+    void *big[3];
+    for (int i = 0; i < 3; i++) {
+        big[i] = a.malloc(BIG_BLOCK);
+        if (big[i] == NULL)
+            return 4;
+        touch(big[i], BIG_BLOCK);
+    }
+    for (int i = 0; i < 3; i++)
+        a.free(big[i]);
+    enum { SMALL_BLOCKS = 200000 };
+    static void *small[SMALL_BLOCKS];
+    size_t had = 0;
+    errno = 0;
+    while (had < SMALL_BLOCKS && (small[had] = a.malloc(200)) != NULL)
+        memset(small[had++], 1, 200);
+    printf("blocks=%zu\nenomem=%d\n", had, had < SMALL_BLOCKS && errno == ENOMEM);
+    for (size_t i = 0; i < had; i++)
+        a.free(small[i]);
+    return 0;
+}
+
+/* 10 MB blocks until one fails (NULL, ENOMEM), all freed: the next small
+ * block must be had, and a second fill as many blocks as the first. */
+static int address_space_refill_case(void)
+{
+    struct allocator a = allocator_chosen();
+    if (!address_space_limited(&a, 64 * MIB))
+        return 3;
+    int rounds[2] = {0, 0}, enomem = 1;
+    void *small = NULL;
+    for (int round = 0; round < 2; round++) {
+        void *big[16];
+        int n = 0;
+        errno = 0;
+        while (n < 16 && (big[n] = a.malloc(BIG_BLOCK)) != NULL)
+            touch(big[n++], BIG_BLOCK);
+        enomem &= n < 16 && errno == ENOMEM;
+        rounds[round] = n;
+        while (n > 0)
+            a.free(big[--n]);
+        if (round == 0)
+            small = a.malloc(100);
+    }
+    printf("first=%d\nsmall=%d\nsecond=%d\nenomem=%d\n", rounds[0], small != NULL, rounds[1], enomem);
+    a.free(small);
+    return 0;
+}
+
 
 /* A `key=value` figure of a child's output; -1 when it has none. */
 static long long figure(const char *output, const char *key)
@@ -408,12 +518,52 @@ static void test_arena_after_free(void)
     }
 }
 
+/* The address-space cases on glibc and on strata (with its purger and
+ * without: nothing may depend on a thread giving memory back in time). */
+static const char *const address_space_runs[][2] = {
+    {"glibc", "ALLOCATOR=glibc"},
+    {"strata", ""},
+    {"strata, no purger", "STRATA_BACKGROUND_PURGE=0 STRATA_PURGE_DELAY_MS=600000"},
+};
+
+static void test_address_space_after_big(void)
+{
+    for (size_t i = 0; i < CHECK_COUNT(address_space_runs); i++) {
+        struct outcome o = check_spawn("address-space-after-big", address_space_runs[i][1]);
+        printf("%s: 3 blocks of 10 MB freed, then %lld of 200000 blocks of 200 bytes in 64 MB\n",
+               address_space_runs[i][0], figure(o.output, "blocks"));
+        CHECK(exited_cleanly(&o));
+        CHECK_CMP(figure(o.output, "blocks"), ==, 200000);
+        if (!exited_cleanly(&o))
+            printf("  the child said: %.600s\n", o.output);
+    }
+}
+
+static void test_address_space_refill(void)
+{
+    for (size_t i = 0; i < CHECK_COUNT(address_space_runs); i++) {
+        struct outcome o = check_spawn("address-space-refill", address_space_runs[i][1]);
+        printf("%s: %lld blocks of 10 MB in 64 MB, all freed, a small block %s, then %lld again\n",
+               address_space_runs[i][0], figure(o.output, "first"), figure(o.output, "small") == 1 ? "had" : "refused",
+               figure(o.output, "second"));
+        CHECK(exited_cleanly(&o));
+        CHECK_CMP(figure(o.output, "first"), >=, 5);
+        CHECK_CMP(figure(o.output, "small"), ==, 1);
+        CHECK_CMP(figure(o.output, "second"), >=, figure(o.output, "first"));
+        CHECK_CMP(figure(o.output, "enomem"), ==, 1);
+        if (!exited_cleanly(&o))
+            printf("  the child said: %.600s\n", o.output);
+    }
+}
+
 static const struct check_case cases[] = {
     {"charges", charges_case},
     {"arena-after-free", arena_after_free_case},
     {"fill", fill_case},
     {"small-then-medium", small_then_medium_case},
     {"realloc-growth", realloc_growth_case},
+    {"address-space-after-big", address_space_after_big_case},
+    {"address-space-refill", address_space_refill_case},
 };
 
 static const struct check_test tests[] = {
@@ -427,6 +577,8 @@ static const struct check_test tests[] = {
     {"small_then_medium", test_small_then_medium},
     {"realloc_growth", test_realloc_growth},
     {"arena_after_free", test_arena_after_free},
+    {"address_space_after_big", test_address_space_after_big},
+    {"address_space_refill", test_address_space_refill},
 };
 
 int main(int argc, char **argv)
