@@ -139,17 +139,23 @@ static bool fault_now(enum os_fault_call call)
     return fail;
 }
 
-/* mmap itself, counted; no limit, no injected failure. */
-static void *map_raw(size_t size)
+/* mmap itself, counted, at `hint` if that range is free (NULL: anywhere);
+ * no limit, no injected failure. */
+static void *map_raw_at(void *hint, size_t size)
 {
     atomic_fetch_add_explicit(&map_calls, 1, memory_order_relaxed);
     int saved = errno;
-    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *p = mmap(hint, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     errno = saved;
     if (p == MAP_FAILED)
         return NULL;
     atomic_fetch_add_explicit(&mapped_bytes, size, memory_order_relaxed);
     return p;
+}
+
+static void *map_raw(size_t size)
+{
+    return map_raw_at(NULL, size);
 }
 
 /* Unmaps the trimmed ends of an aligned mapping: not memory given back. */
@@ -161,6 +167,23 @@ static void unmap_trimmed(void *addr, size_t size)
     errno = saved;
 }
 
+/* Where the address space is too short for the padding (an address-space
+ * limit): the mapping of `size` bytes alone, kept if the kernel happened to
+ * align it, else tried once more at the aligned address below it. */
+static void *map_aligned_unpadded(size_t size, size_t alignment)
+{
+    char *raw = map_raw(size);
+    if (raw == NULL || ((uintptr_t)raw & (alignment - 1)) == 0)
+        return raw;
+    unmap_trimmed(raw, size);
+    char *hint = (char *)((uintptr_t)raw & ~(uintptr_t)(alignment - 1));
+    char *again = map_raw_at(hint, size);
+    if (again == hint || again == NULL)
+        return again;
+    unmap_trimmed(again, size);
+    return NULL;
+}
+
 /* A mapping of `size` bytes aligned to `alignment`, padded while it is made
  * and trimmed to its size; NULL on failure, injected ones included. */
 static void *map_aligned(size_t size, size_t alignment)
@@ -169,12 +192,12 @@ static void *map_aligned(size_t size, size_t alignment)
         return NULL;
     if (alignment <= os_page_size())
         return map_raw(size);
-    size_t padded = size + alignment;
+    size_t padded = size + alignment - os_page_size();
     if (padded < size)
         return NULL;
     char *raw = map_raw(padded);
     if (raw == NULL)
-        return NULL;
+        return map_aligned_unpadded(size, alignment);
     uintptr_t aligned = ((uintptr_t)raw + alignment - 1) & ~(uintptr_t)(alignment - 1);
     size_t head = aligned - (uintptr_t)raw;
     size_t tail = padded - head - size;
