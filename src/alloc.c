@@ -97,6 +97,7 @@ void *alloc_large(size_t size, size_t alignment, bool zero)
     void *p = large_alloc(size, alignment, zero);
     if (unlikely(p == NULL) && errno == ENOMEM && trim_for_retry(size))
         p = large_alloc(size, alignment, zero);
+    purger_start_if_wanted(); /* a cached mapping's split tail asks for it */
     return p;
 }
 
@@ -128,6 +129,18 @@ void *realloc_large(void *p, size_t size)
     if (unlikely(q == NULL) && errno == ENOMEM && trim_for_retry(size))
         q = large_realloc(p, size);
     return q;
+}
+
+void free_slow(void *p)
+{
+    free_any(p);
+    purger_start_if_wanted();
+}
+
+void free_segment_slow(void *p)
+{
+    free_segment_block(p);
+    purger_start_if_wanted();
 }
 
 void free_bin_full(struct heap *heap, struct bin *bin)

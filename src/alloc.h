@@ -1,7 +1,6 @@
 /* alloc.h: the inline allocation and free paths, for the API, the override
  * and the contexts: a pop from or a push onto the calling thread's bin, one
- * branch each; and the out-of-line paths behind them (alloc.c, and free.c's
- * free_slow). In the secure flavour every allocation and free goes to
+ * branch each; and the out-of-line paths behind them (alloc.c). In the secure flavour every allocation and free goes to
  * secure.c instead, which uses the same paths underneath. Nothing else of
  * the core is visible through it. */
 #ifndef STRATA_ALLOC_H
@@ -25,8 +24,9 @@ void *alloc_large(size_t size, size_t alignment, bool zero);
 void *alloc_big(size_t size, bool zero);
 /* Resizes a large block to `size` (above SMALL_MAX), with the trim-and-retry. */
 void *realloc_large(void *p, size_t size);
-/* Every free that is not into the caller's own bin with room (free.c);
- * free_segment_slow for a pointer into a segment. */
+/* Every free that is not into the caller's own bin with room;
+ * free_segment_slow for a pointer into a segment. Either may start the
+ * purger thread, which what they freed may have asked for. */
 STRATA_NOINLINE void free_slow(void *p);
 STRATA_NOINLINE void free_segment_slow(void *p);
 /* The strata_* allocation calls as the library's own layers make them

@@ -45,6 +45,14 @@ void purge_slices(struct segment *segment, uint64_t slices);
 void slices_uncharge(struct segment *segment, uint64_t slices);
 /* Purges the segment's dirty slices and clears its dirty and aging masks. */
 void segment_purge_dirty(struct segment *segment);
+/* Whether the purger thread should start: asked for by a heap holding
+ * PURGER_WANTED_SLICES free, a parked heap, a cached large mapping, a
+ * block freed to another thread (or by the first heap, with
+ * STRATA_BACKGROUND_PURGE=1), taken by init.c's purger_start. */
+enum purger_request { PURGER_IDLE, PURGER_REQUESTED, PURGER_TAKEN };
+extern STRATA_INTERNAL _Atomic int purger_request;
+/* Asks for the purger thread (purger_request), once. */
+void purger_ask(void);
 
 /* ---- segment.c: segments, the segment map, pages, abandoned segments --- */
 /* Slices a page of the class spans. */
@@ -102,7 +110,7 @@ size_t large_usable_size(const void *p);
 void *large_realloc(void *p, size_t size);
 /* Unmaps every cached large mapping now. */
 void large_cache_release(void);
-/* Unmaps the cached large mappings unused for two purge delays. */
+/* Unmaps the cached large mappings unused for a purge delay. */
 void large_cache_expire_now(void);
 /* Live large blocks and their usable bytes; adds cached mappings to *cached. */
 void large_stats(size_t *blocks, size_t *bytes, size_t *cached);
@@ -142,11 +150,6 @@ void heap_maybe_purge(struct heap *heap);
 void heap_purge_idle(struct heap *heap, void *unused);
 /* Purges every dirty slice of the heap now (heap lock held). */
 void heap_purge_dirty(struct heap *heap);
-/* Whether the purger thread should start: asked for by a heap holding
- * PURGER_WANTED_SLICES free (or by the first heap, with
- * STRATA_BACKGROUND_PURGE=1), taken by init.c's purger_start. */
-enum purger_request { PURGER_IDLE, PURGER_REQUESTED, PURGER_TAKEN };
-extern STRATA_INTERNAL _Atomic int purger_request;
 
 /* pages.c: a heap's pages */
 /* Returns a block to its page, in the heap that owns it. */
@@ -191,9 +194,12 @@ void heap_retire_parked(bool all);
 void heap_trim_own(void);
 
 /* ---- free.c ----------------------------------------------------------- */
-/* Every free the inline path does not finish: other threads' blocks,
- * checked mode, large blocks, foreign pointers. */
-STRATA_NOINLINE void free_slow(void *p);
+/* Every free the inline path does not finish (alloc.c's free_slow and
+ * free_segment_slow call them): a pointer anywhere (NULL, a segment's
+ * block, a large block, a foreign pointer), and a pointer into a segment:
+ * other threads' blocks, checked mode, medium blocks. */
+void free_any(void *p);
+void free_segment_block(void *p);
 /* The secure flavour: a validated block of `slot` bytes and usable end
  * `end`, keyed, that the thread (heap) freed waits in its quarantine, and the oldest blocks leave
  * it for real frees (checked first) once it holds too many; at once when

@@ -47,10 +47,6 @@ static inline uint32_t bin_base_limit(unsigned class_index)
     return (uint32_t)(limit < BIN_MIN_BLOCKS ? BIN_MIN_BLOCKS : limit > BIN_BASE_MAX_BLOCKS ? BIN_BASE_MAX_BLOCKS : limit);
 }
 
-/* ---- purge_policy.c ------------------------------------------------------- */
-/* Asks for the purger thread (purger_request), once. */
-void purger_ask(void);
-
 /* ---- pages.c: a heap's pages ------------------------------------------------ */
 /* Takes a page off its class's available list. */
 static inline void list_remove(struct heap *heap, struct page *page)

@@ -244,9 +244,10 @@ static struct large_header *quick_header(const void *p)
  * program replacing buffers of random sizes keeps several, and the next
  * buffer mostly finds one at least as large to split rather than a smaller
  * one to grow with fresh pages (twice kept one or two: the big-block table
- * faulted 1.4x the pages and ran 0.81x as fast); a mapping unused for two
- * purge delays is unmapped at the next large-block call or by the purger.
- * Under large_lock. */
+ * faulted 1.4x the pages and ran 0.81x as fast); a mapping unused for a
+ * purge delay is unmapped by the purger thread (which caching one asks
+ * for: the mapping goes back whether or not the program calls again), or
+ * by the next large-block call. Under large_lock. */
 #define CACHE_SLOTS 8
 #define CACHE_BYTES ((size_t)32 << 20)
 #define CACHE_DEMAND 8
@@ -273,7 +274,7 @@ static size_t cache_expire(struct cached_mapping *out, bool all)
     uint64_t now = os_now_ns();
     size_t n = 0;
     for (size_t i = 0; i < cache_count;) {
-        if (all || now - cache[i].freed_at > 2 * strata_options.purge_delay_ns) {
+        if (all || now - cache[i].freed_at >= strata_options.purge_delay_ns) {
             out[n++] = cache[i];
             cache_remove(i);
         } else {
@@ -420,6 +421,7 @@ void *large_alloc(size_t size, size_t alignment, bool zero)
     struct cached_mapping expired[CACHE_SLOTS], evicted[CACHE_SLOTS + 1] = {{0}};
     char *base = NULL;
     size_t resize_from = 0, n_evicted = 0;
+    bool tail_cached = false;
     pthread_mutex_lock(&large_lock);
     size_t n = cache_expire(expired, false);
     if (alignment <= LARGE_HEADER) { /* cached mappings are only page-aligned */
@@ -429,7 +431,9 @@ void *large_alloc(size_t size, size_t alignment, bool zero)
         /* A larger one is split: its tail stays cached, resident, as a
          * mapping of its own, where shrinking it would give the pages back. */
         if (resize_from > map_size) {
-            if (!cache_put(base + map_size, resize_from - map_size, evicted, &n_evicted))
+            if (cache_put(base + map_size, resize_from - map_size, evicted, &n_evicted))
+                tail_cached = true;
+            else
                 evicted[n_evicted++] = (struct cached_mapping){base + map_size, resize_from - map_size, 0};
             resize_from = 0;
         }
@@ -437,6 +441,8 @@ void *large_alloc(size_t size, size_t alignment, bool zero)
     pthread_mutex_unlock(&large_lock);
     unmap_all(expired, n);
     unmap_all(evicted, n_evicted);
+    if (tail_cached)
+        purger_ask();
     if (resize_from != 0) {
         char *resized = os_remap(base, resize_from, map_size);
         if (resized == NULL)
@@ -499,7 +505,9 @@ bool large_free(void *p)
     bool kept = page_aligned && cache_put(base, map_size, evicted, &n);
     pthread_mutex_unlock(&large_lock);
     unmap_all(evicted, n);
-    if (!kept)
+    if (kept)
+        purger_ask(); /* it gives the mapping back if no allocation takes it */
+    else
         unmap_mapping(base, map_size);
     return true;
 }

@@ -1,4 +1,5 @@
-/* purge.c: giving a segment's free slices back to the OS. A heap's free
+/* purge.c: giving a segment's free slices back to the OS, and the request
+ * for the purger thread that gives back what idle threads and caches keep. A heap's free
  * slices stay resident ("dirty") so that new pages reuse them without page
  * faults; when the heap's policy (heap_maybe_purge) decides they have been
  * unused long enough, they go back here with madvise, a run of adjacent
@@ -6,6 +7,15 @@
  * the OS pages of block states (layout.h) that belong to such a run alone
  * go back with it. */
 #include "core.h"
+
+_Atomic int purger_request = PURGER_IDLE;
+
+void purger_ask(void)
+{
+    int idle = PURGER_IDLE;
+    if (atomic_load_explicit(&purger_request, memory_order_relaxed) == PURGER_IDLE)
+        atomic_compare_exchange_strong(&purger_request, &idle, PURGER_REQUESTED);
+}
 
 /* The secure flavour: the OS pages of block states that belong to slices
  * [first, first + length) alone go back with them. Those states are all 0

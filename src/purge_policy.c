@@ -7,17 +7,8 @@
  * Invariants (heap_check, segment_check): a heap's dirty_slices counts the
  * dirty slices of its segments; a segment's aging_mask, the slices dirty at
  * the heap's last check and dirty still, is a subset of its dirty_mask.
- * Every function here but purger_ask runs under the heap's lock. */
+ * Every function here runs under the heap's lock. */
 #include "heap_private.h"
-
-_Atomic int purger_request = PURGER_IDLE;
-
-void purger_ask(void)
-{
-    int idle = PURGER_IDLE;
-    if (atomic_load_explicit(&purger_request, memory_order_relaxed) == PURGER_IDLE)
-        atomic_compare_exchange_strong(&purger_request, &idle, PURGER_REQUESTED);
-}
 
 void heap_purge_dirty(struct heap *heap)
 {
