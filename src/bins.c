@@ -5,6 +5,10 @@
  * the heap's budget, and one left alone shrinks back (layout.h, BIN_BYTES).
  * A block of another live heap, freed by this thread, is kept in its bin
  * too, unread, to be handed out again while warm in this core's cache.
+ * A bin is its owner's alone, touched by no lock; what lies behind it (the
+ * pages' free lists, the current and available pages, the remote list) is
+ * touched only under the heap's lock, which a refill and a flush take, so
+ * that the purger thread may collect an idle owner's remote frees.
  * Invariants (heap_check): a bin holds `count` blocks, at most `limit`,
  * between its class's base limit and BIN_MAX_BLOCKS; every one is a carved
  * block of an in-use page of its class, counted as used in that page (a
@@ -15,7 +19,7 @@
 
 /* Makes current[class] a page with a free block: the current one, carved
  * further or given back blocks from the remote list, else an available
- * page, else a new one; false when out of memory. */
+ * page, else a new one; false when out of memory (heap lock held). */
 static bool current_with_free(struct heap *heap, unsigned class_index)
 {
     struct page *page = heap->current[class_index];
@@ -104,10 +108,9 @@ static void bins_age(struct heap *heap)
     }
 }
 
-void *heap_bin_refill(struct heap *heap, unsigned class_index)
+/* heap_bin_refill's work, heap lock held. */
+static void *bin_refill_locked(struct heap *heap, unsigned class_index)
 {
-    strata_assert(heap->bins[class_index].head == NULL);
-    bin_note(heap, class_index, BIN_REFILLED);
     if (!current_with_free(heap, class_index))
         return NULL;
     struct page *page = heap->current[class_index];
@@ -144,6 +147,17 @@ void *heap_bin_refill(struct heap *heap, unsigned class_index)
     return first;
 }
 
+void *heap_bin_refill(struct heap *heap, unsigned class_index)
+{
+    strata_assert(heap->bins[class_index].head == NULL);
+    bin_note(heap, class_index, BIN_REFILLED);
+    os_lock_take(&heap->lock);
+    heap->slow_calls++;
+    void *block = bin_refill_locked(heap, class_index);
+    os_lock_give(&heap->lock);
+    return block;
+}
+
 /* Takes `count` blocks of a bin's list, from `block` on, into `taken`.
  * Taking one twice (a block freed again while still in the bin loops the
  * list) is reported, and so is a list that ends early or runs on, before
@@ -165,7 +179,8 @@ static void blocks_take(struct block *block, uint32_t count, struct block **take
 }
 
 /* Blocks taken from a bin go back to their pages: the heap's own here,
- * other heaps' to their owners. Returns how many were the heap's. */
+ * other heaps' to their owners. Returns how many were the heap's (heap
+ * lock held). */
 static uint32_t blocks_to_pages(struct heap *heap, struct block **taken, uint32_t count)
 {
     uint32_t own = 0;
@@ -186,11 +201,15 @@ void heap_bin_flush(struct heap *heap, struct bin *bin)
 {
     strata_assert_cmp(bin->count, >, bin->limit);
     bin_note(heap, (unsigned)(bin - heap->bins), BIN_FLUSHED);
+    os_lock_take(&heap->lock);
+    heap->slow_calls++;
     bin_trim(heap, bin, bin->limit / 2);
     bins_age(heap);
+    os_lock_give(&heap->lock);
 }
 
-/* Leaves `keep` blocks in the bin, the rest going back to their pages. */
+/* Leaves `keep` blocks in the bin, the rest going back to their pages
+ * (heap lock held). */
 static void bin_trim(struct heap *heap, struct bin *bin, uint32_t keep)
 {
     strata_assert_cmp(keep, <, bin->count);

@@ -21,8 +21,9 @@
  *
  * Lock order (a lock may be taken while holding only locks above it):
  *   1. the heap pool lock (heap.c): the pool's free and parked lists
- *   2. a heap's lock: its segments and slice masks; a thread holds one at a
- *      time, except fork_prepare, which takes every heap's in turn
+ *   2. a heap's lock (a futex word, os.h): everything behind its bins (its
+ *      pages, remote list, segments and slice masks); a thread holds one at
+ *      a time, except fork_prepare, which takes every heap's in turn
  *   3. the segment cache lock (segment.c)
  *   4. the abandoned lock (segment.c): the abandoned segments and their pages
  *   5. the large lock (large.c): the registry and the mapping cache
@@ -145,14 +146,11 @@ void heap_debug_refill(struct heap *heap, unsigned class_index);
  * delay has passed since it, or everything past the dirty limit; asks for
  * the purger thread when the heap holds enough (heap lock held). */
 void heap_maybe_purge(struct heap *heap);
-/* The purger's step for one heap (heap lock held): its aged free slices,
- * unless the owner checked lately. */
-void heap_purge_idle(struct heap *heap, void *unused);
 /* Purges every dirty slice of the heap now (heap lock held). */
 void heap_purge_dirty(struct heap *heap);
 
 /* pages.c: a heap's pages */
-/* Returns a block to its page, in the heap that owns it. */
+/* Returns a block to its page, in the heap that owns it (heap lock held). */
 void page_free_block(struct heap *heap, struct page *page, struct block *block);
 /* A medium block of at least `size` bytes (`zero`: zeroed) from the heap's
  * segments; NULL without memory (errno untouched). */
@@ -162,8 +160,8 @@ void *heap_medium_alloc(struct heap *heap, size_t size, bool zero);
 bool heap_medium_grow(void *block, size_t size);
 
 /* remote.c: frees to a block's owner */
-/* The owner takes back the blocks other threads pushed onto its remote
- * list. */
+/* The blocks other threads pushed onto the heap's remote list go back to
+ * their pages (heap lock held: the owner, or the purger for an idle one). */
 STRATA_NOINLINE void heap_collect_remote(struct heap *heap);
 
 /* bins.c: the bins of the inline paths */
@@ -192,6 +190,10 @@ bool heap_thread_exit(struct heap *heap);
 void heap_retire_parked(bool all);
 /* Returns the caller's cached blocks and empty pages, then purges. */
 void heap_trim_own(void);
+/* The purger's step for one heap (heap lock held): the remote frees and
+ * empty current pages of an owner idle since the last step go back to its
+ * segments, then its aged free slices to the OS (heap_purge_idle). */
+void heap_reclaim_idle(struct heap *heap, void *unused);
 
 /* ---- free.c ----------------------------------------------------------- */
 /* Every free the inline path does not finish (alloc.c's free_slow and

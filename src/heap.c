@@ -55,7 +55,7 @@ static bool pool_grow(void)
     struct heap *first = NULL, *last = NULL;
     for (size_t at = 0; at + size <= HEAP_POOL_CHUNK; at += size) {
         struct heap *heap = (struct heap *)(chunk + at);
-        pthread_mutex_init(&heap->lock, NULL);
+        os_lock_init(&heap->lock);
         heap->next_free = first;
         if (first == NULL)
             last = heap;
@@ -193,13 +193,13 @@ void heap_lock_all(void)
      * between two slice-mask updates. */
     pthread_mutex_lock(&pool_lock);
     for (struct heap *h = heap_first(); h != NULL; h = heap_next(h))
-        pthread_mutex_lock(&h->lock);
+        os_lock_take(&h->lock);
 }
 
 void heap_unlock_all(void)
 {
     for (struct heap *h = heap_first(); h != NULL; h = heap_next(h))
-        pthread_mutex_unlock(&h->lock);
+        os_lock_give(&h->lock);
     pthread_mutex_unlock(&pool_lock);
 }
 
@@ -213,20 +213,20 @@ void heap_fork_child(void)
      * others stay as they were, held by no thread here. */
     atomic_store_explicit(&threads_holding, thread_heap != &heap_empty, memory_order_relaxed);
     for (struct heap *h = heap_first(); h != NULL; h = heap_next(h))
-        pthread_mutex_init(&h->lock, NULL);
+        os_lock_init(&h->lock);
 }
 
 void heap_for_each_live(void (*fn)(struct heap *, void *), void *arg, bool try_only)
 {
     for (struct heap *h = heap_first(); h != NULL; h = heap_next(h)) {
         if (try_only) {
-            if (pthread_mutex_trylock(&h->lock) != 0)
+            if (!os_lock_try(&h->lock))
                 continue;
         } else {
-            pthread_mutex_lock(&h->lock);
+            os_lock_take(&h->lock);
         }
         if (h->live)
             fn(h, arg);
-        pthread_mutex_unlock(&h->lock);
+        os_lock_give(&h->lock);
     }
 }

@@ -101,7 +101,7 @@ static const char *bin_check(const struct heap *heap, unsigned c)
     return NULL;
 }
 
-static const char *heap_check_locked(const struct heap *heap)
+const char *heap_check_locked(const struct heap *heap)
 {
     const char *broken;
     size_t on_lists = 0, growth = 0;
@@ -158,9 +158,9 @@ static const char *heap_check_locked(const struct heap *heap)
 const char *heap_check(struct heap *heap)
 {
     /* The purger may be purging this heap's segments: hold it off. */
-    pthread_mutex_lock(&heap->lock);
+    os_lock_take(&heap->lock);
     const char *broken = heap_check_locked(heap);
-    pthread_mutex_unlock(&heap->lock);
+    os_lock_give(&heap->lock);
     return broken;
 }
 
@@ -173,7 +173,7 @@ void heap_debug_refill(struct heap *heap, unsigned class_index)
     if (broken == NULL && heap->current[class_index] != &page_empty)
         broken = page_check(heap->current[class_index]);
     if (broken == NULL && ++heap->refills % DEBUG_FULL_CHECK_EVERY == 0)
-        broken = heap_check(heap);
+        broken = heap_check_locked(heap);
     if (broken != NULL)
         report_assert(__FILE__, __LINE__, "heap_check at a page refill", "%s", broken);
 }

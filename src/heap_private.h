@@ -47,6 +47,15 @@ static inline uint32_t bin_base_limit(unsigned class_index)
     return (uint32_t)(limit < BIN_MIN_BLOCKS ? BIN_MIN_BLOCKS : limit > BIN_BASE_MAX_BLOCKS ? BIN_BASE_MAX_BLOCKS : limit);
 }
 
+/* ---- heap_check.c (heap_check itself: checkers.h) ------------------------- */
+/* heap_check's work, for a caller that holds the heap's lock already. */
+const char *heap_check_locked(const struct heap *heap);
+
+/* ---- purge_policy.c ------------------------------------------------------- */
+/* The purger's purge of one heap (heap lock held): its aged free slices,
+ * unless the owner checked lately. */
+void heap_purge_idle(struct heap *heap);
+
 /* ---- pages.c: a heap's pages ------------------------------------------------ */
 /* Takes a page off its class's available list. */
 static inline void list_remove(struct heap *heap, struct page *page)
@@ -64,18 +73,19 @@ static inline void list_remove(struct heap *heap, struct page *page)
 
 /* A new page of the class from the heap's segments, its first blocks
  * carved; NULL when an adopted segment's pages are listed instead (exited
- * threads' segments are adopted first), or when no memory is to be had. */
+ * threads' segments are adopted first), or when no memory is to be had
+ * (heap lock held). */
 STRATA_NOINLINE struct page *heap_page_new_carved(struct heap *heap, unsigned class_index);
 
 /* ---- remote.c: frees to a block's owner -------------------------------- */
 /* A validated block that is not free, to whichever heap owns it: the
- * caller's own page, the owner's remote list, or an exited thread's
- * abandoned segment. */
+ * caller's own page (under its lock, which the caller must not hold), the
+ * owner's remote list, or an exited thread's abandoned segment. */
 void free_to_owner(struct page *page, struct block *block);
 
 /* ---- bins.c --------------------------------------------------------------- */
 /* Every block of every bin back to its page (the heap's thread exits or
- * trims). */
+ * trims; heap lock held). */
 void bins_flush_all(struct heap *heap);
 
 #endif /* STRATA_HEAP_PRIVATE_H */

@@ -130,7 +130,7 @@ static void *purger_main(void *arg)
         if (!purging || now + period / 2 < next_purge)
             continue;
         next_purge = now + delay;
-        heap_for_each_live(heap_purge_idle, NULL, true);
+        heap_for_each_live(heap_reclaim_idle, NULL, true);
         heap_retire_parked(false);
         large_cache_expire_now();
     }

@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "os.h"
 #include "platform.h"
 #include "report.h"
 #include "sizeclass.h"
@@ -311,6 +312,10 @@ struct heap {
      * threads write, so the owner's other fields do not bounce with it. */
     _Alignas(CACHE_LINE) _Atomic(struct block *) remote;
     _Alignas(CACHE_LINE) struct segment *segments;
+    /* The owner's refills and flushes, and their count when the purger
+     * last looked: unchanged, the owner has been idle for a round and the
+     * purger takes back what others freed to it (heap lock). */
+    uint64_t slow_calls, slow_calls_seen;
     size_t dirty_slices;
     uint64_t purge_epoch;                /* time of the last purge check */
     uint64_t refills;                    /* debug build: refills since the last full check */
@@ -322,11 +327,13 @@ struct heap {
     uint64_t parked_at;
     uintptr_t owner_word;                /* what this heap writes as owner */
     struct quarantine quarantine;        /* the owner's alone (secure flavour) */
-    /* Guards the heap's segments (their list, slice masks, dirty counts)
-     * and `live`: held by the owner while it takes or releases a page, and
-     * by the purger and statistics from other threads. Bins and page free
-     * lists are the owner's alone and never need it. */
-    pthread_mutex_t lock;
+    /* Guards everything behind the bins: the heap's segments (their list,
+     * slice masks, dirty counts), its pages (free lists, current and
+     * available pages), the collection of its remote list, and `live`:
+     * held by the owner on its slow paths (refill, flush, page taken or
+     * released), and by the purger and statistics from other threads. Bins
+     * are the owner's alone and never need it. */
+    struct os_lock lock;
 };
 
 /* The calling thread's heap, or &heap_empty before its first allocation

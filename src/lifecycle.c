@@ -21,11 +21,11 @@ static struct heap *heap_unpark(void)
     struct heap *heap = heap_parked_pop();
     if (heap == NULL)
         return NULL;
-    pthread_mutex_lock(&heap->lock);
+    os_lock_take(&heap->lock);
     strata_assert(heap->live && heap->parked_at != 0);
     heap->parked_at = 0;
     heap->next_free = NULL;
-    pthread_mutex_unlock(&heap->lock);
+    os_lock_give(&heap->lock);
     return heap;
 }
 
@@ -36,7 +36,9 @@ struct heap *heap_acquire(void)
     struct heap *heap = heap_unpark();
     if (heap != NULL) {
         heap_bind_thread(heap);
+        os_lock_take(&heap->lock);
         heap_collect_remote(heap); /* what other threads freed meanwhile */
+        os_lock_give(&heap->lock);
         return heap;
     }
     heap = heap_pool_take();
@@ -60,10 +62,10 @@ struct heap *heap_acquire(void)
     heap->owner_word = (uintptr_t)heap | (strata_options.check ? OWNER_CHECK_TAG : 0);
     atomic_store_explicit(&heap->remote, NULL, memory_order_release);
     /* Live (visible to the purger and statistics) only once initialised. */
-    pthread_mutex_lock(&heap->lock);
+    os_lock_take(&heap->lock);
     heap->live = true;
     heap->parked_at = 0;
-    pthread_mutex_unlock(&heap->lock);
+    os_lock_give(&heap->lock);
     if (strata_options.purger_at_start)
         purger_ask();
     heap_bind_thread(heap);
@@ -83,7 +85,8 @@ struct heap *heap_acquire(void)
  * (STRATA_BACKGROUND_PURGE=0) or with a purge delay of 0, exit retires the
  * heap at once. */
 
-/* The current pages with no block in use go back to their segments. */
+/* The current pages with no block in use go back to their segments (heap
+ * lock held). */
 static void current_release_empty(struct heap *heap)
 {
     for (unsigned c = 0; c < CLASS_COUNT; c++) {
@@ -95,12 +98,13 @@ static void current_release_empty(struct heap *heap)
     }
 }
 
-/* The debug build's checkpoint of a whole heap, named by `what`. */
+/* The debug build's checkpoint of a whole heap, named by `what` (heap lock
+ * held). */
 static void debug_checkpoint(struct heap *heap, const char *what)
 {
     if (!STRATA_DEBUG_BUILD)
         return;
-    const char *broken = heap_check(heap);
+    const char *broken = heap_check_locked(heap);
     if (broken != NULL)
         report_assert(__FILE__, __LINE__, what, "%s", broken);
 }
@@ -111,10 +115,10 @@ static void heap_abandon(struct heap *heap)
 {
     strata_assert(heap->live);
     /* Not live first, waiting for a purger or statistics call that may hold
-     * the lock: from here on only this thread looks. */
-    pthread_mutex_lock(&heap->lock);
+     * the lock: from here on only this thread looks. The lock stays held,
+     * as for any work behind the bins. */
+    os_lock_take(&heap->lock);
     heap->live = false;
-    pthread_mutex_unlock(&heap->lock);
     debug_checkpoint(heap, "heap_check as a heap is given up");
     bins_flush_all(heap);
     heap_collect_remote(heap);
@@ -136,20 +140,21 @@ static void heap_abandon(struct heap *heap)
         heap_free_block(page_of(segment_of(late), late), late);
         late = next;
     }
+    os_lock_give(&heap->lock);
     heap_pool_put(heap);
 }
 
 static void heap_park(struct heap *heap)
 {
+    os_lock_take(&heap->lock);
     debug_checkpoint(heap, "heap_check at thread exit");
     bins_flush_all(heap);
     heap_collect_remote(heap);
-    pthread_mutex_lock(&heap->lock);
     current_release_empty(heap);
     if (heap->dirty_slices > PARK_DIRTY_SLICES)
         heap_purge_dirty(heap);
     heap->parked_at = os_now_ns();
-    pthread_mutex_unlock(&heap->lock);
+    os_lock_give(&heap->lock);
     heap_parked_push(heap);
 }
 
@@ -182,15 +187,32 @@ void heap_retire_parked(bool all)
     heap_parked_retired(count, all);
 }
 
+/* ---- the purger's step ------------------------------------------------------- */
+void heap_reclaim_idle(struct heap *heap, void *unused)
+{
+    (void)unused;
+    /* An owner that took no slow path for a whole round may sleep for
+     * long: what other threads freed to it, and its empty current pages,
+     * go back to its segments now, for the purge below to give back as
+     * their time comes. (A busy owner does both itself.) */
+    if (heap->slow_calls == heap->slow_calls_seen) {
+        if (atomic_load_explicit(&heap->remote, memory_order_relaxed) != NULL)
+            heap_collect_remote(heap);
+        current_release_empty(heap);
+    }
+    heap->slow_calls_seen = heap->slow_calls;
+    heap_purge_idle(heap);
+}
+
 void heap_trim_own(void)
 {
     struct heap *heap = thread_heap;
     if (heap == &heap_empty)
         return;
+    os_lock_take(&heap->lock);
     bins_flush_all(heap);
     heap_collect_remote(heap);
-    pthread_mutex_lock(&heap->lock);
     current_release_empty(heap);
     heap_purge_dirty(heap);
-    pthread_mutex_unlock(&heap->lock);
+    os_lock_give(&heap->lock);
 }

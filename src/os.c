@@ -360,6 +360,24 @@ void os_wake(_Atomic uint32_t *word)
     errno = saved;
 }
 
+void os_lock_wait(struct os_lock *lock)
+{
+    /* Marked as waited on (2), then asleep until it is given; a taker that
+     * finds it free takes it marked 2, as another may still wait. */
+    while (atomic_exchange_explicit(&lock->word, 2, memory_order_acquire) != 0) {
+        int saved = errno;
+        syscall(SYS_futex, (uint32_t *)&lock->word, FUTEX_WAIT_PRIVATE, 2, NULL, NULL, 0);
+        errno = saved;
+    }
+}
+
+void os_lock_wake(struct os_lock *lock)
+{
+    int saved = errno;
+    syscall(SYS_futex, (uint32_t *)&lock->word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+    errno = saved;
+}
+
 void os_yield(void)
 {
     sched_yield();

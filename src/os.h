@@ -108,6 +108,37 @@ void os_sleep_ns(uint64_t ns);
  * already, or when the time is up. */
 void os_wait_ns(_Atomic uint32_t *word, uint32_t seen, uint64_t ns);
 void os_wake(_Atomic uint32_t *word);
+/* A lock of one futex word (the heaps'): 0 free, 1 held, 2 held with a
+ * thread waiting. Taking and giving it free costs an atomic instruction
+ * each; a pthread mutex's bookkeeping doubled the instructions of the bin
+ * refills and flushes that take it (a heap's owner, on every one). A
+ * process-wide zero is a free lock; a forked child sets its own free
+ * again (os_lock_init), whatever the parent's threads held. */
+struct os_lock {
+    _Atomic uint32_t word;
+};
+void os_lock_wait(struct os_lock *lock);
+void os_lock_wake(struct os_lock *lock);
+static inline void os_lock_init(struct os_lock *lock)
+{
+    atomic_store_explicit(&lock->word, 0, memory_order_relaxed);
+}
+static inline bool os_lock_try(struct os_lock *lock)
+{
+    uint32_t free_word = 0;
+    return atomic_compare_exchange_strong_explicit(&lock->word, &free_word, 1, memory_order_acquire,
+                                                   memory_order_relaxed);
+}
+static inline void os_lock_take(struct os_lock *lock)
+{
+    if (unlikely(!os_lock_try(lock)))
+        os_lock_wait(lock);
+}
+static inline void os_lock_give(struct os_lock *lock)
+{
+    if (unlikely(atomic_exchange_explicit(&lock->word, 0, memory_order_release) == 2))
+        os_lock_wake(lock);
+}
 /* The threads of this process still running (a main thread that ended
  * with pthread_exit is not); 0 when /proc cannot be read. */
 unsigned os_live_threads(void);

@@ -4,8 +4,9 @@
  * (by a bin's flush, or collected from the remote list) may list the page
  * again or, the page emptied, give it back to its segment. Medium blocks
  * (layout.h, CLASS_MEDIUM) are pages of their own, taken from the heap's
- * segments and given back to them. All of it is the owner's alone but the
- * segments, which it touches under the heap's lock.
+ * segments and given back to them. All of it is touched by the owner, or
+ * by the purger thread collecting an idle owner's remote frees, under the
+ * heap's lock (bins.c): every function here runs with it held.
  * Invariants (heap_check): a page in use is its class's current page, or
  * listed on its class's available list with a free block, or full: no free
  * block and every block carved; its free list holds capacity - used
@@ -30,10 +31,8 @@ static void list_push(struct heap *heap, struct page *page)
 /* An emptied page goes back to its segment, and the purge policy runs. */
 static STRATA_NOINLINE void page_give_back(struct heap *heap, struct page *page)
 {
-    pthread_mutex_lock(&heap->lock);
     page_release(heap, page);
     heap_maybe_purge(heap);
-    pthread_mutex_unlock(&heap->lock);
 }
 
 void page_free_block(struct heap *heap, struct page *page, struct block *block)
@@ -104,7 +103,6 @@ static struct page *page_for_class(struct heap *heap, unsigned class_index)
 
 struct page *heap_page_new_carved(struct heap *heap, unsigned class_index)
 {
-    pthread_mutex_lock(&heap->lock);
     heap_maybe_purge(heap);
     struct page *page = page_for_class(heap, class_index);
     /* A new page's first blocks: none at the memory limit, where the page
@@ -113,7 +111,6 @@ struct page *heap_page_new_carved(struct heap *heap, unsigned class_index)
         page_release(heap, page);
         page = NULL;
     }
-    pthread_mutex_unlock(&heap->lock);
     strata_assert(page == NULL || (page->class_index == class_index && page->free != NULL && !page->listed));
     return page;
 }
@@ -121,10 +118,10 @@ struct page *heap_page_new_carved(struct heap *heap, unsigned class_index)
 /* ---- medium blocks (layout.h, CLASS_MEDIUM) ------------------------------ */
 void *heap_medium_alloc(struct heap *heap, size_t size, bool zero)
 {
-    pthread_mutex_lock(&heap->lock);
+    os_lock_take(&heap->lock);
     heap_maybe_purge(heap);
     struct page *page = page_new_medium(heap, size);
-    pthread_mutex_unlock(&heap->lock);
+    os_lock_give(&heap->lock);
     if (page == NULL)
         return NULL;
     counters_bytes_out((long)page->block_size);
@@ -148,9 +145,9 @@ bool heap_medium_grow(void *block, size_t size)
         page->class_index != CLASS_MEDIUM || size > MEDIUM_MAX)
         return false;
     size_t old_size = page->block_size;
-    pthread_mutex_lock(&heap->lock);
+    os_lock_take(&heap->lock);
     bool grown = page_grow_medium(heap, page, size);
-    pthread_mutex_unlock(&heap->lock);
+    os_lock_give(&heap->lock);
     if (grown)
         counters_bytes_out((long)page->block_size - (long)old_size);
     return grown;

@@ -54,9 +54,8 @@ void heap_maybe_purge(struct heap *heap)
     heap->purge_epoch = now;
 }
 
-void heap_purge_idle(struct heap *heap, void *unused)
+void heap_purge_idle(struct heap *heap)
 {
-    (void)unused;
     /* A heap whose owner checked lately purges itself: leave it alone, so
      * the purger's madvise never interrupts a busy thread. */
     uint64_t now = os_now_ns();

@@ -2,9 +2,13 @@
  * frees it. The owner's own thread returns it to its page at once; another
  * thread pushes it onto the owner's remote list with one compare-and-swap,
  * and the owner collects the list when a bin refill finds its current page
- * empty, and as its thread starts, exits or trims; a block of an exited thread's segment goes back to that abandoned
- * segment (segment.c). A heap being given up closes its remote list, so
- * that pushes from then on find the segment's new owner word instead.
+ * empty, and as its thread starts, exits or trims; the purger thread
+ * collects it when the owner has not for a purge delay (an idle thread's:
+ * purge_policy.c). Either does it under the heap's lock, like everything
+ * behind the bins. A block of an exited thread's segment goes back to that
+ * abandoned segment (segment.c). A heap being given up closes its remote
+ * list, so that pushes from then on find the segment's new owner word
+ * instead.
  * Invariants: a block on a remote list is tagged BLOCK_REMOTE in its link
  * (layout.h) and counted as used in its page until the owner collects it;
  * a closed list (REMOTE_CLOSED) takes no push. */
@@ -16,12 +20,14 @@ void free_to_owner(struct page *page, struct block *block)
     struct heap *self = thread_heap;
     uintptr_t owner = atomic_load_explicit(&segment->owner, memory_order_acquire);
     for (;;) {
-        if (owner == self->owner_word) { /* checked mode's local free, or a bad one */
+        if (owner == self->owner_word) { /* checked mode's local free, a medium block, or a bad one */
             if (unlikely(!page_carved(page, block)))
                 report_fatal("free of a block that was never allocated", block);
             /* Read before the free: it may release the page and its segment. */
             long size = (long)page->block_size;
+            os_lock_take(&self->lock);
             page_free_block(self, page, block);
+            os_lock_give(&self->lock);
             counters_bytes_out(-size);
             return;
         }
@@ -42,8 +48,10 @@ void free_to_owner(struct page *page, struct block *block)
         } while (!atomic_compare_exchange_weak_explicit(&heap->remote, &old, block,
                                                         memory_order_release,
                                                         memory_order_relaxed));
-        if (old != REMOTE_CLOSED)
+        if (old != REMOTE_CLOSED) {
+            purger_ask(); /* to collect it, should the owner stay idle */
             return;
+        }
         /* The owner is exiting: its segments are marked abandoned before its
          * list closes, so the owner word has changed by now. */
         owner = atomic_load_explicit(&segment->owner, memory_order_acquire);

@@ -440,7 +440,9 @@ static void test_foreign_block_in_bin(void)
     CHECK(probe.cached && probe.reused && probe.sound);
     CHECK_CMP(shared_page->used, ==, used_before); /* in use all along */
     CHECK_CMP(atomic_load(&heap->remote), ==, shared);
+    os_lock_take(&heap->lock);
     heap_collect_remote(heap);
+    os_lock_give(&heap->lock);
     CHECK_CMP(shared_page->used, ==, used_before - 1);
     CHECK_SOUND(heap_check(heap));
 }

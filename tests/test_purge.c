@@ -669,7 +669,6 @@ static void test_large_idle(void)
     check_idle("large-idle", "WAIT=thread", "4 x 10 MB freed, another thread sleeping");
 }
 
-#if 0 /* its fix comes next */
 /* What a thread frees of a waiting worker's blocks goes back within the
  * purge delay while the worker still waits: medium blocks and small. */
 static void test_worker_idle(void)
@@ -677,7 +676,6 @@ static void test_worker_idle(void)
     check_idle("worker-idle", "BLOCKS=400 SIZE=300000", "a waiting worker's 400 blocks of 300 KB freed");
     check_idle("worker-idle", "BLOCKS=40000 SIZE=4200", "a waiting worker's 40000 blocks of 4200 bytes freed");
 }
-#endif
 
 static void test_huge_pages(void)
 {
@@ -701,6 +699,7 @@ static const struct check_test tests[] = {
     {"sampling", test_sampling},
     {"huge_pages", test_huge_pages},
     {"large_idle", test_large_idle},
+    {"worker_idle", test_worker_idle},
 };
 
 int main(int argc, char **argv)
