@@ -193,12 +193,16 @@ void heap_reclaim_idle(struct heap *heap, void *unused)
     (void)unused;
     /* An owner that took no slow path for a whole round may sleep for
      * long: what other threads freed to it, and its empty current pages,
-     * go back to its segments now, for the purge below to give back as
-     * their time comes. (A busy owner does both itself.) */
+     * go back to its segments now, and to the OS at once, since the
+     * program freed them a round ago at least. (A busy owner does both
+     * itself.) */
     if (heap->slow_calls == heap->slow_calls_seen) {
+        size_t dirty = heap->dirty_slices;
         if (atomic_load_explicit(&heap->remote, memory_order_relaxed) != NULL)
             heap_collect_remote(heap);
         current_release_empty(heap);
+        if (heap->dirty_slices > dirty)
+            heap_purge_dirty(heap);
     }
     heap->slow_calls_seen = heap->slow_calls;
     heap_purge_idle(heap);
