@@ -34,10 +34,11 @@ static void count_segment(const struct segment *s, void *arg)
     }
 }
 
-/* A parked heap's remote list holds freed blocks that no owner will take
- * until a thread unparks it or the purger retires it: not in use. The
- * list only grows at its head meanwhile (heap lock held: no one takes it). */
-static void count_parked_remote(const struct heap *heap, struct strata_stats *stats)
+/* A heap's remote list holds blocks the program has freed, which its
+ * owner (or the purger, for an idle one) has not collected yet: not in use,
+ * but kept. The list only grows at its head meanwhile (heap lock held: it
+ * is collected under that lock alone). */
+static void count_remote(const struct heap *heap, struct strata_stats *stats)
 {
     const struct block *b = atomic_load_explicit(&heap->remote, memory_order_acquire);
     for (; b != NULL; b = block_next_tagged(b, BLOCK_REMOTE)) {
@@ -80,8 +81,7 @@ static void count_heap(struct heap *heap, void *arg)
         stats->size_class[c].blocks_in_use -= n;
         stats->cached += n * class_size[c];
     }
-    if (heap->parked_at != 0)
-        count_parked_remote(heap, stats);
+    count_remote(heap, stats);
     counting->quarantined->blocks += __atomic_load_n(&heap->quarantine.count, __ATOMIC_RELAXED);
     counting->quarantined->bytes += __atomic_load_n(&heap->quarantine.bytes, __ATOMIC_RELAXED);
 }
