@@ -250,12 +250,14 @@ void bins_flush_all(struct heap *heap)
  * class, where it stays counted as used in its page: the caller hands it
  * out again while it is warm in its cache, or gives it to its owner when
  * the bin overflows. False, doing nothing, when the bin may not keep it:
- * the caller's own block, an exited thread's, a medium block, checked mode
- * (no room in bins), or a block the owner may not have carved yet. */
+ * the caller's own block, an exited thread's (parked or given up: a bin
+ * that kept it would hold its page, perhaps for good), a medium block,
+ * checked mode (no room in bins), or a block the owner may not have carved
+ * yet. */
 static bool bin_keep_foreign(struct heap *self, struct page *page, struct block *block, uintptr_t owner)
 {
     unsigned class_index = page->class_index;
-    if (owner == self->owner_word || owner == OWNER_ABANDONED || class_index >= CLASS_COUNT ||
+    if (owner == self->owner_word || owner == OWNER_ABANDONED || (owner & OWNER_PARKED_TAG) || class_index >= CLASS_COUNT ||
         self->bins[class_index].limit == 0 || !page_surely_carved(page, block))
         return false;
     struct bin *bin = &self->bins[class_index];

@@ -70,6 +70,9 @@ bool page_grow_medium(struct heap *heap, struct page *page, size_t size);
 /* Gives an empty page's slices back to its segment (heap lock held, or the
  * heap's thread exiting); the segment stays, even when it empties. */
 void page_release(struct heap *heap, struct page *page);
+/* Every segment of the list names `owner_word` as its owner from now (a
+ * heap parked or taken again: heap lock held). */
+void segments_set_owner(struct segment *list, uintptr_t owner_word);
 /* Empty segments whose slices have all been purged go back to the cache or
  * the OS, all but the heap's last (heap lock held). */
 void heap_release_empty_segments(struct heap *heap);

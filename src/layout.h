@@ -48,9 +48,14 @@ _Static_assert(SMALL_MAX * 4 <= (SLICES_PER_SEGMENT - 1) * SLICE_SIZE,
 #define SEGMENT_CACHE_MAX 4
 
 /* Owner word of a segment: a heap pointer, optionally tagged in checked mode
- * so that the inline local-free comparison never matches, or
- * OWNER_ABANDONED once its heap's thread has exited. */
+ * so that the inline local-free comparison never matches, and while the
+ * heap is parked (its thread gone, no other yet) so that no thread keeps
+ * its blocks in a bin, where they would hold its pages when no thread of
+ * its own will ever flush them; or OWNER_ABANDONED once its heap is given
+ * up. */
 #define OWNER_CHECK_TAG ((uintptr_t)1)
+#define OWNER_PARKED_TAG ((uintptr_t)4)
+#define OWNER_TAGS (OWNER_CHECK_TAG | OWNER_PARKED_TAG)
 #define OWNER_ABANDONED ((uintptr_t)2)
 #define OWNER_NONE ((uintptr_t)3) /* the empty heap's word: matches no segment */
 

@@ -6,9 +6,10 @@
  * returns what the calling thread's heap caches.
  * Invariants: a heap is live from its acquisition until it is given up,
  * parked or not, and only a live heap is seen by the purger and the
- * statistics; a parked heap has empty bins and its remote frees collected,
- * so what it holds is counted in its pages; a heap given up owns no
- * segment, and its remote list is closed. */
+ * statistics; a parked heap has empty bins and its remote frees collected
+ * (when it was parked), so what it holds is counted in its pages, and its
+ * owner word, in it and in its segments, carries OWNER_PARKED_TAG; a heap
+ * given up owns no segment, and its remote list is closed. */
 #include <pthread.h>
 
 #include "checkers.h"
@@ -25,6 +26,8 @@ static struct heap *heap_unpark(void)
     strata_assert(heap->live && heap->parked_at != 0);
     heap->parked_at = 0;
     heap->next_free = NULL;
+    heap->owner_word &= ~OWNER_PARKED_TAG;
+    segments_set_owner(heap->segments, heap->owner_word);
     os_lock_give(&heap->lock);
     return heap;
 }
@@ -154,6 +157,8 @@ static void heap_park(struct heap *heap)
     if (heap->dirty_slices > PARK_DIRTY_SLICES)
         heap_purge_dirty(heap);
     heap->parked_at = os_now_ns();
+    heap->owner_word |= OWNER_PARKED_TAG;
+    segments_set_owner(heap->segments, heap->owner_word);
     os_lock_give(&heap->lock);
     heap_parked_push(heap);
 }

@@ -37,7 +37,7 @@ void free_to_owner(struct page *page, struct block *block)
             owner = atomic_load_explicit(&segment->owner, memory_order_acquire);
             continue;
         }
-        struct heap *heap = (struct heap *)(owner & ~OWNER_CHECK_TAG);
+        struct heap *heap = (struct heap *)(owner & ~OWNER_TAGS);
         struct block *old = atomic_load_explicit(&heap->remote, memory_order_relaxed);
         do {
             if (old == REMOTE_CLOSED)

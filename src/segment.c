@@ -457,6 +457,12 @@ void heap_release_empty_segments(struct heap *heap)
     }
 }
 
+void segments_set_owner(struct segment *list, uintptr_t owner_word)
+{
+    for (struct segment *s = list; s != NULL; s = s->next)
+        atomic_store_explicit(&s->owner, owner_word, memory_order_release);
+}
+
 /* ---- abandoned segments ------------------------------------------------- */
 /* Called by a heap whose thread exits: empty segments go back to the OS, the
  * others are left to the frees of other threads (abandoned_free_block). */

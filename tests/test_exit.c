@@ -220,9 +220,22 @@ static void test_exit_returns_resident(void)
         CHECK_CMP(resident_bytes(), <=, base.resident + 2 * 1024 * 1024);
 }
 
+/* The blocks of other heaps that the calling thread's bins hold. */
+static size_t foreign_binned(void)
+{
+    size_t n = 0;
+    for (unsigned c = 0; c < CLASS_COUNT; c++) {
+        const struct block *b = thread_heap->bins[c].head;
+        for (uint32_t i = 0; i < thread_heap->bins[c].count && b != NULL; i++, b = block_link(b))
+            n += atomic_load(&segment_of(b)->owner) != thread_heap->owner_word;
+    }
+    return n;
+}
+
 /* A thread exits holding 20 MB: the blocks stay valid after its exit, and
  * once this thread frees them the memory goes back, the parked heap's once
- * the purger has retired it. */
+ * the purger has retired it. This thread's bins keep none of a parked
+ * heap's blocks, which would hold its pages. */
 static void test_orphans(void)
 {
     struct baseline base = baseline();
@@ -234,6 +247,7 @@ static void test_orphans(void)
     CHECK(intact);
     for (size_t i = 0; i < BLOCKS; i++)
         strata_free(held[i]);
+    CHECK_CMP(foreign_binned(), ==, 0);
     if (!heaps_park())
         CHECK_CMP(os_mapped_bytes(), <=, base.mapped + SLACK);
     CHECK_CMP(mapped_awaited(base.mapped + SLACK), <=, base.mapped + SLACK);
