@@ -346,12 +346,26 @@ struct heap {
 extern STRATA_INTERNAL struct heap heap_empty;
 extern STRATA_INTERNAL STRATA_TLS struct heap *thread_heap;
 
-/* ---- The segment map and pointer lookups -------------------------------- */
-#define SEGMENT_MAP_LENGTH ((size_t)1 << (47 - SEGMENT_SHIFT))
-/* A byte per SEGMENT_SIZE region of the 47-bit address space, in .bss: its
- * untouched pages cost no memory, and it is valid before initialisation
- * (segment.c). */
-extern STRATA_INTERNAL _Atomic(uint8_t) segment_map[SEGMENT_MAP_LENGTH];
+/* ---- The segment map and pointer lookups --------------------------------
+ * A byte per SEGMENT_SIZE region of the 47-bit address space says whether a
+ * segment is there. The bytes lie in leaves, one per 4 GiB of address space
+ * (SEGMENT_MAP_LEAF bytes, indexed by the low 32 bits of an address, which
+ * a 32-bit shift takes without a mask), mapped as segments first appear in
+ * their range and never unmapped; a root in .bss points at them (NULL: no
+ * segment in that range), so the map is valid before initialisation
+ * (segment.c). A flat map was 32 MiB of .bss: address space every process
+ * reserved at start, which an address-space limit (ulimit -v) counts; the
+ * root is 256 KiB. */
+#define SEGMENT_MAP_ROOT_SHIFT 32
+#define SEGMENT_MAP_LEAF ((size_t)1 << (SEGMENT_MAP_ROOT_SHIFT - SEGMENT_SHIFT))
+#define SEGMENT_MAP_ROOT ((size_t)1 << (47 - SEGMENT_MAP_ROOT_SHIFT))
+extern STRATA_INTERNAL _Atomic(_Atomic(uint8_t) *) segment_map_root[SEGMENT_MAP_ROOT];
+
+/* Where the byte of the region at `address` lives in its leaf. */
+static inline uint32_t segment_map_index(uintptr_t address)
+{
+    return (uint32_t)address >> SEGMENT_SHIFT;
+}
 
 /* A segment's header sits in slice 0 at one of SEGMENT_COLORS offsets,
  * chosen by the segment's address. At one offset in every segment, the
@@ -370,16 +384,19 @@ extern STRATA_INTERNAL _Atomic(uint8_t) segment_map[SEGMENT_MAP_LENGTH];
 _Static_assert(SEGMENT_GUARD_BYTES + (SEGMENT_COLORS - 1) * SEGMENT_COLOR_STRIDE + sizeof(struct segment) <= SLICE_SIZE,
                "every colour's header fits in slice 0, after the guard page");
 
-static inline uintptr_t segment_header_offset(uintptr_t base)
+/* The colour's bits are below bit 32: taken from an address's low half, as
+ * the segment map's index is, so the inline free shifts once for both. */
+static inline uintptr_t segment_header_offset(uintptr_t address)
 {
-    return SEGMENT_HEADER_BASE + ((base >> SEGMENT_SHIFT) & (SEGMENT_COLORS - 1)) * SEGMENT_COLOR_STRIDE;
+    return SEGMENT_HEADER_BASE + (((uint32_t)address >> SEGMENT_SHIFT) & (SEGMENT_COLORS - 1)) * SEGMENT_COLOR_STRIDE;
 }
+_Static_assert(SEGMENT_SHIFT + 4 <= 32 && SEGMENT_COLORS <= 16, "the colour is in an address's low half");
 
 /* The segment (its header) of a pointer into it. */
 static inline struct segment *segment_of(const void *p)
 {
     uintptr_t base = (uintptr_t)p & ~(uintptr_t)SEGMENT_MASK;
-    return (struct segment *)(base + segment_header_offset(base));
+    return (struct segment *)(base + segment_header_offset((uintptr_t)p));
 }
 
 /* The first byte of the segment's memory, where slice 0 begins. */
@@ -396,9 +413,12 @@ static inline struct segment *segment_at(void *base)
 
 static inline bool is_segment_pointer(const void *p)
 {
-    uintptr_t index = (uintptr_t)p >> SEGMENT_SHIFT;
-    return index < SEGMENT_MAP_LENGTH &&
-           atomic_load_explicit(&segment_map[index], memory_order_relaxed);
+    uintptr_t root = (uintptr_t)p >> SEGMENT_MAP_ROOT_SHIFT;
+    if (root >= SEGMENT_MAP_ROOT)
+        return false;
+    _Atomic(uint8_t) *leaf = atomic_load_explicit(&segment_map_root[root], memory_order_acquire);
+    return leaf != NULL &&
+           atomic_load_explicit(&leaf[segment_map_index((uintptr_t)p)], memory_order_relaxed);
 }
 
 static inline unsigned slice_of(const void *p)

@@ -14,7 +14,7 @@
 #include "core.h"
 #include "secure.h"
 
-_Atomic(uint8_t) segment_map[SEGMENT_MAP_LENGTH];
+_Atomic(_Atomic(uint8_t) *) segment_map_root[SEGMENT_MAP_ROOT];
 
 /* The cache of empty segments: cache_count of them on the list, and
  * cache_reserved more being purged by their releasers outside the lock. */
@@ -31,10 +31,31 @@ static struct segment *abandoned_segments;
 #define ALL_DATA_SLICES (~HEADER_SLICES)
 
 /* ---- slices and the segment map ----------------------------------------- */
+/* Maps the leaf of the segment map that covers `base`, unless it is there;
+ * false without memory. Two threads may race to map one: the loser's goes. */
+static bool map_leaf_ready(const void *base)
+{
+    _Atomic(_Atomic(uint8_t) *) *root = &segment_map_root[(uintptr_t)base >> SEGMENT_MAP_ROOT_SHIFT];
+    _Atomic(uint8_t) *leaf = atomic_load_explicit(root, memory_order_acquire);
+    if (leaf != NULL)
+        return true;
+    size_t bytes = SEGMENT_MAP_LEAF > os_page_size() ? SEGMENT_MAP_LEAF : os_page_size();
+    _Atomic(uint8_t) *fresh = os_reserve(bytes); /* strata's own: not charged */
+    if (fresh == NULL)
+        return false;
+    if (!atomic_compare_exchange_strong_explicit(root, &leaf, fresh, memory_order_release,
+                                                 memory_order_acquire))
+        os_unreserve(fresh, bytes);
+    return true;
+}
+
+/* A segment enters or leaves the map (its leaf mapped: map_leaf_ready). */
 static void map_set(struct segment *segment, uint8_t value)
 {
-    atomic_store_explicit(&segment_map[(uintptr_t)segment >> SEGMENT_SHIFT], value,
-                          memory_order_release);
+    _Atomic(uint8_t) *leaf = atomic_load_explicit(&segment_map_root[(uintptr_t)segment >> SEGMENT_MAP_ROOT_SHIFT],
+                                                  memory_order_acquire);
+    strata_assert(leaf != NULL);
+    atomic_store_explicit(&leaf[segment_map_index((uintptr_t)segment)], value, memory_order_release);
 }
 
 /* Slices [first, first + count) belong to the page at `page_slice`, of the
@@ -97,6 +118,10 @@ static struct segment *segment_new(struct heap *heap)
         char *base = os_reserve_aligned(SEGMENT_SIZE, SEGMENT_SIZE);
         if (base == NULL)
             return NULL;
+        if (!map_leaf_ready(base)) {
+            os_unreserve(base, SEGMENT_SIZE);
+            return NULL;
+        }
         /* 64 KiB slices are purged one by one: huge pages would be split
          * (or keep whole 2 MiB resident), so they are opt-in. */
         os_huge_pages(base, SEGMENT_SIZE, strata_options.thp);

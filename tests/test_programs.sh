@@ -114,6 +114,25 @@ if $CXX $cxxflags tests/programs/cxx_new.cc -o "$tmp/cxx_new_secure" -ldl > "$tm
     LD_PRELOAD="$LIB" cxx_run "C++ operator new and delete on the secure flavour" "$tmp/cxx_new_secure" libstrata-secure
 else bad "cxx_new.cc does not build"; cat "$tmp/out"; fi
 LIB=$default_lib
+# Address space: strata reserves little at start (the segment map's root
+# and the first segment, not a map of the whole address space), and under
+# an address-space limit that glibc's malloc fills with 10 MB blocks a
+# program on strata has as many, and then a small block.
+if $CC -std=gnu11 -O1 -Wall -Wextra -Werror tests/programs/address_space.c -o "$tmp/address_space" > "$tmp/out" 2>&1; then
+    plain_kib=$("$tmp/address_space" start)
+    strata_kib=$(LD_PRELOAD="$LIB" "$tmp/address_space" start)
+    # one 4 MiB segment, the library and the map's root
+    if [ -n "$plain_kib" ] && [ -n "$strata_kib" ] && [ $((strata_kib - plain_kib)) -le 6144 ]; then
+        ok "address space at start: $strata_kib KiB with strata, $plain_kib without"
+    else bad "address space at start: $strata_kib KiB with strata, $plain_kib without (at most 6144 more)"; fi
+    # room for 7 blocks on glibc, with 6 MB to spare
+    limit=$((plain_kib + 7 * 10244 + 6 * 1024))
+    plain=$(ulimit -v "$limit" && "$tmp/address_space" fill)
+    with_strata=$(ulimit -v "$limit" && LD_PRELOAD="$LIB" "$tmp/address_space" fill)
+    if [ "$plain" = "7 enomem small" ] && [ "$with_strata" = "$plain" ]; then
+        ok "under ulimit -v $limit: $with_strata with strata, $plain without"
+    else bad "under ulimit -v $limit: '$with_strata' with strata, '$plain' without (7 enomem small)"; fi
+else bad "address_space.c does not build"; cat "$tmp/out"; fi
 # A threaded program forking under the override (the fork test, preloaded).
 if [ -x "$BUILD/tests/test_fork" ] && LD_PRELOAD="$LIB" "$BUILD/tests/test_fork" > "$tmp/out" 2>&1; then
     ok "fork test under LD_PRELOAD"

@@ -7,9 +7,9 @@
 #include <strata.h>
 
 int thread_heap = 1;
-int segment_map[4] = {1, 2, 3, 4};
+int segment_map_root[4] = {1, 2, 3, 4};
 void *os_map(size_t size) { return size ? NULL : &thread_heap; }
-int heap_check(void) { return thread_heap + segment_map[3]; }
+int heap_check(void) { return thread_heap + segment_map_root[3]; }
 long page_new(long n) { return n * 2; }
 void report_fatal(const char *what) { fputs(what, stderr); }
 
