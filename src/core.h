@@ -52,8 +52,18 @@ void segment_purge_dirty(struct segment *segment);
  * STRATA_BACKGROUND_PURGE=1), taken by init.c's purger_start. */
 enum purger_request { PURGER_IDLE, PURGER_REQUESTED, PURGER_TAKEN };
 extern STRATA_INTERNAL _Atomic int purger_request;
-/* Asks for the purger thread (purger_request), once. */
+/* Asks for the purger thread (purger_request) once, and wakes it if it
+ * sleeps for want of work. */
 void purger_ask(void);
+/* The purger sleeps on this word; ringing it (purger_ring) wakes it for a
+ * round at once. */
+extern STRATA_INTERNAL _Atomic uint32_t purger_bell;
+void purger_ring(void);
+/* Set by the purger while it sleeps with nothing to give back: work for it
+ * (a free slice, a cached mapping, a remote free, a parked heap) wakes it
+ * with purger_wake (a plain load while it is awake). */
+extern STRATA_INTERNAL _Atomic bool purger_sleeping;
+void purger_wake(void);
 
 /* ---- segment.c: segments, the segment map, pages, abandoned segments --- */
 /* Slices a page of the class spans. */
@@ -114,8 +124,9 @@ size_t large_usable_size(const void *p);
 void *large_realloc(void *p, size_t size);
 /* Unmaps every cached large mapping now. */
 void large_cache_release(void);
-/* Unmaps the cached large mappings unused for a purge delay. */
-void large_cache_expire_now(void);
+/* Unmaps the cached large mappings unused for a purge delay; how many are
+ * still cached. */
+size_t large_cache_expire_now(void);
 /* Live large blocks and their usable bytes; adds cached mappings to *cached. */
 void large_stats(size_t *blocks, size_t *bytes, size_t *cached);
 void large_lock_all(void);
@@ -133,8 +144,9 @@ void heap_threads_init(void (*on_thread_exit)(void *));
  * alone, if it held one). */
 unsigned heap_threads_holding(void);
 /* Calls fn on every heap with a thread, holding its lock (with `try_only`,
- * skipping heaps whose lock is busy). Takes no process-wide lock. */
-void heap_for_each_live(void (*fn)(struct heap *, void *), void *arg, bool try_only);
+ * skipping heaps whose lock is busy); returns how many it skipped. Takes
+ * no process-wide lock. */
+unsigned heap_for_each_live(void (*fn)(struct heap *, void *), void *arg, bool try_only);
 void heap_lock_all(void);
 void heap_unlock_all(void);
 void heap_fork_child(void);
@@ -189,8 +201,8 @@ STRATA_NOINLINE struct heap *heap_acquire(void);
 bool heap_thread_exit(struct heap *heap);
 /* Gives up the heaps of exited threads parked for longer than the purge
  * delay (`all`: every one), as their threads' exits would have without a
- * purger. Call with no lock held. */
-void heap_retire_parked(bool all);
+ * purger; whether heaps are still parked. Call with no lock held. */
+bool heap_retire_parked(bool all);
 /* Returns the caller's cached blocks and empty pages, then purges. */
 void heap_trim_own(void);
 /* The purger's step for one heap (heap lock held): the remote frees and

@@ -139,6 +139,14 @@ struct heap *heap_parked_take(bool all, uint64_t now, unsigned *count)
     return taken;
 }
 
+bool heap_parked_any(void)
+{
+    pthread_mutex_lock(&pool_lock);
+    bool any = pool_parked != NULL;
+    pthread_mutex_unlock(&pool_lock);
+    return any;
+}
+
 void heap_parked_retired(unsigned count, bool wait)
 {
     pthread_mutex_lock(&pool_lock);
@@ -216,12 +224,15 @@ void heap_fork_child(void)
         os_lock_init(&h->lock);
 }
 
-void heap_for_each_live(void (*fn)(struct heap *, void *), void *arg, bool try_only)
+unsigned heap_for_each_live(void (*fn)(struct heap *, void *), void *arg, bool try_only)
 {
+    unsigned skipped = 0;
     for (struct heap *h = heap_first(); h != NULL; h = heap_next(h)) {
         if (try_only) {
-            if (!os_lock_try(&h->lock))
+            if (!os_lock_try(&h->lock)) {
+                skipped++;
                 continue;
+            }
         } else {
             os_lock_take(&h->lock);
         }
@@ -229,4 +240,5 @@ void heap_for_each_live(void (*fn)(struct heap *, void *), void *arg, bool try_o
             fn(h, arg);
         os_lock_give(&h->lock);
     }
+    return skipped;
 }

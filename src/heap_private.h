@@ -31,6 +31,8 @@ struct heap *heap_parked_pop(void);
  * (every one with `all`), as a list through next_free, with their number
  * in *count; they count as being given up until heap_parked_retired. */
 struct heap *heap_parked_take(bool all, uint64_t now, unsigned *count);
+/* Whether any heap is parked now. */
+bool heap_parked_any(void);
 /* The `count` heaps of heap_parked_take are given up; with `wait`, returns
  * only once no other thread is giving any up either. */
 void heap_parked_retired(unsigned count, bool wait);

@@ -30,12 +30,13 @@ static void fork_parent(void)
 static _Atomic bool purger_running;
 /* With STRATA_PURGE_DELAY_MS=0 the purger still sleeps between rounds. */
 #define PURGER_MIN_PERIOD_NS ((uint64_t)1000000)
-/* Rung when the last thread holding a heap exits: the purger wakes to see
- * whether it is the last thread left. */
-static _Atomic uint32_t purger_bell;
 /* While no thread holds a heap, the purger looks this often whether the
  * threads that never allocated have ended too (their exits ring nothing). */
 #define PURGER_ALONE_POLL_NS ((uint64_t)50000000)
+/* With nothing to give back, the purger sleeps until work rings its bell
+ * (purge.c), waking this often all the same. */
+#define PURGER_IDLE_SLEEP_NS ((uint64_t)3600 * 1000000000)
+
 
 static void fork_child(void)
 {
@@ -57,10 +58,9 @@ static void thread_exit(void *heap)
         quarantine_drain(heap);
     if (heap_thread_exit(heap))
         purger_start();
-    if (heap_threads_holding() == 0 && atomic_load_explicit(&purger_running, memory_order_relaxed)) {
-        atomic_fetch_add_explicit(&purger_bell, 1, memory_order_release);
-        os_wake(&purger_bell);
-    }
+    /* The last thread holding a heap: the purger looks whether it is alone. */
+    if (heap_threads_holding() == 0 && atomic_load_explicit(&purger_running, memory_order_relaxed))
+        purger_ring();
 }
 
 void strata_init(void)
@@ -81,11 +81,37 @@ __attribute__((constructor)) static void strata_init_at_load(void)
     strata_init();
 }
 
-/* Every purge delay, the aged free slices of every heap whose lock is free
- * go back, so do the heaps exited threads parked that long, and expired
- * cached large mappings: a program that frees a working set and then goes
- * quiet shrinks. With STRATA_SAMPLE_MS the same thread samples the memory
- * in between (and only samples under STRATA_BACKGROUND_PURGE=0).
+/* One round's giving back (every purge delay): the idle owners' remote
+ * frees and empty current pages, the aged free slices of every heap whose
+ * lock is free, the heaps exited threads parked that long, expired cached
+ * large mappings. Whether any work is left for a later round: free slices
+ * not yet purged, remote frees, parked heaps, cached mappings, or a heap
+ * too busy to look at. */
+static void reclaim_idle(struct heap *heap, void *work_left)
+{
+    heap_reclaim_idle(heap, NULL);
+    /* Sequentially consistent: against a remote push's (purge.c). */
+    *(bool *)work_left |= heap->dirty_slices != 0 || heap->parked_at != 0 ||
+                          atomic_load_explicit(&heap->remote, memory_order_seq_cst) != NULL;
+}
+
+static bool purge_round(void)
+{
+    bool work_left = false;
+    work_left |= heap_for_each_live(reclaim_idle, &work_left, true) != 0;
+    work_left |= heap_retire_parked(false);
+    work_left |= large_cache_expire_now() != 0;
+    return work_left;
+}
+
+/* Every purge delay a round gives back what idle threads and caches keep
+ * (purge_round): a program that frees a working set and then goes quiet
+ * shrinks. A round that leaves no work puts the purger to sleep until work
+ * for it rings its bell (purger_wake: a free slice, a cached mapping, a
+ * remote free, a parked heap), so that an idle process has no thread
+ * waking it a hundred times a second. With STRATA_SAMPLE_MS the same
+ * thread samples the memory in between (and only samples under
+ * STRATA_BACKGROUND_PURGE=0), and never sleeps for long.
  * A library's thread must never keep a process alive: POSIX ends a process
  * when its last thread ends. So once the program's threads have all ended
  * (the last thread holding a heap rings at its exit; threads that never
@@ -97,6 +123,7 @@ __attribute__((constructor)) static void strata_init_at_load(void)
 static void *purger_main(void *arg)
 {
     (void)arg;
+    os_name_thread("strata-purger");
     bool purging = strata_options.background_purge != BACKGROUND_PURGE_NEVER;
     uint64_t delay = strata_options.purge_delay_ns > PURGER_MIN_PERIOD_NS ? strata_options.purge_delay_ns
                                                                           : PURGER_MIN_PERIOD_NS;
@@ -110,11 +137,16 @@ static void *purger_main(void *arg)
     for (;;) {
         uint64_t wake = next_round < next_alone_check ? next_round : next_alone_check;
         if (wake > now)
-            os_wait_ns(&purger_bell, rung, wake - now);
+            os_wait_ns(&purger_bell, rung, wake - now < PURGER_IDLE_SLEEP_NS ? wake - now : PURGER_IDLE_SLEEP_NS);
         now = os_now_ns();
         uint32_t bell = atomic_load_explicit(&purger_bell, memory_order_acquire);
-        if (bell != rung || now >= next_alone_check) {
+        if (bell != rung) { /* a thread's exit, or work while it slept */
             rung = bell;
+            next_alone_check = now;
+            if (next_round == UINT64_MAX)
+                next_round = next_purge = now;
+        }
+        if (now >= next_alone_check) {
             next_alone_check = UINT64_MAX;
             if (heap_threads_holding() == 0) {
                 if (os_live_threads() == 1)
@@ -122,6 +154,8 @@ static void *purger_main(void *arg)
                 next_alone_check = now + PURGER_ALONE_POLL_NS;
             }
         }
+        if (next_round == UINT64_MAX) /* asleep, and still nothing to do */
+            continue;
         if (now < next_round)
             continue;
         next_round = now + period;
@@ -130,9 +164,16 @@ static void *purger_main(void *arg)
         if (!purging || now + period / 2 < next_purge)
             continue;
         next_purge = now + delay;
-        heap_for_each_live(heap_reclaim_idle, NULL, true);
-        heap_retire_parked(false);
-        large_cache_expire_now();
+        /* Said before the round looks for work, so that work made meanwhile
+         * either shows in the round or finds it said, and rings. */
+        uint32_t before = atomic_load_explicit(&purger_bell, memory_order_acquire);
+        atomic_store_explicit(&purger_sleeping, true, memory_order_seq_cst);
+        if (purge_round() || sample != 0) {
+            atomic_store_explicit(&purger_sleeping, false, memory_order_relaxed);
+        } else {
+            next_round = UINT64_MAX;
+            rung = before; /* a ring since then ends the sleep at once */
+        }
     }
     return NULL;
 }
@@ -150,13 +191,17 @@ void purger_start(void)
      * exit handlers (purger_main). */
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     /* Running before it is created, so that a fork meanwhile restarts it in
-     * the child; without a thread to be had, the heaps' own calls purge. */
+     * the child. */
     atomic_store(&purger_running, true);
     if (pthread_create(&thread, &attr, purger_main, NULL) == 0) {
         if (strata_options.verbose)
             report_warning("purger thread started", NULL);
     } else {
+        /* No thread to be had now (memory, the address-space limit): the
+         * heaps' own calls purge meanwhile, and the next request tries
+         * again. */
         atomic_store(&purger_running, false);
+        atomic_store(&purger_request, PURGER_IDLE);
     }
     pthread_attr_destroy(&attr);
 }

@@ -512,13 +512,14 @@ bool large_free(void *p)
     return true;
 }
 
-void large_cache_expire_now(void)
+size_t large_cache_expire_now(void)
 {
     struct cached_mapping expired[CACHE_SLOTS];
     pthread_mutex_lock(&large_lock);
-    size_t n = cache_expire(expired, false);
+    size_t n = cache_expire(expired, false), left = cache_count;
     pthread_mutex_unlock(&large_lock);
     unmap_all(expired, n);
+    return left;
 }
 
 void large_cache_release(void)

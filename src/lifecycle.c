@@ -180,7 +180,7 @@ bool heap_thread_exit(struct heap *heap)
     return park;
 }
 
-void heap_retire_parked(bool all)
+bool heap_retire_parked(bool all)
 {
     unsigned count;
     struct heap *retired = heap_parked_take(all, os_now_ns(), &count);
@@ -190,6 +190,7 @@ void heap_retire_parked(bool all)
         retired = next;
     }
     heap_parked_retired(count, all);
+    return heap_parked_any();
 }
 
 /* ---- the purger's step ------------------------------------------------------- */

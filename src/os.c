@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -381,6 +382,13 @@ void os_lock_wake(struct os_lock *lock)
 void os_yield(void)
 {
     sched_yield();
+}
+
+void os_name_thread(const char *name)
+{
+    int saved = errno;
+    prctl(PR_SET_NAME, (unsigned long)name, 0, 0, 0);
+    errno = saved;
 }
 
 /* A small /proc file's text, NUL-terminated; false when it cannot be read.

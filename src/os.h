@@ -143,6 +143,8 @@ static inline void os_lock_give(struct os_lock *lock)
  * with pthread_exit is not); 0 when /proc cannot be read. */
 unsigned os_live_threads(void);
 void os_yield(void);
+/* Names the calling thread (ps and top -H show it; at most 15 bytes). */
+void os_name_thread(const char *name);
 long os_pid(void);
 /* The process's peak resident bytes (VmHWM; 0 if /proc cannot be read). */
 size_t os_resident_peak_bytes(void);

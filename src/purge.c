@@ -9,12 +9,33 @@
 #include "core.h"
 
 _Atomic int purger_request = PURGER_IDLE;
+_Atomic uint32_t purger_bell;
+_Atomic bool purger_sleeping;
+
+void purger_ring(void)
+{
+    atomic_fetch_add_explicit(&purger_bell, 1, memory_order_release);
+    os_wake(&purger_bell);
+}
+
+void purger_wake(void)
+{
+    /* Sequentially consistent, against the purger's announcement that it
+     * sleeps and its last look for work (init.c): one of the two sees the
+     * other. On x86 the load is a plain one. */
+    if (unlikely(atomic_load_explicit(&purger_sleeping, memory_order_seq_cst)) &&
+        atomic_exchange_explicit(&purger_sleeping, false, memory_order_seq_cst))
+        purger_ring();
+}
 
 void purger_ask(void)
 {
     int idle = PURGER_IDLE;
-    if (atomic_load_explicit(&purger_request, memory_order_relaxed) == PURGER_IDLE)
+    int request = atomic_load_explicit(&purger_request, memory_order_relaxed);
+    if (request == PURGER_IDLE)
         atomic_compare_exchange_strong(&purger_request, &idle, PURGER_REQUESTED);
+    else if (request == PURGER_TAKEN)
+        purger_wake();
 }
 
 /* The secure flavour: the OS pages of block states that belong to slices

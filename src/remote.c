@@ -46,7 +46,7 @@ void free_to_owner(struct page *page, struct block *block)
                 report_fatal("double free", block);
             block_set_next_tagged(block, old, BLOCK_REMOTE);
         } while (!atomic_compare_exchange_weak_explicit(&heap->remote, &old, block,
-                                                        memory_order_release,
+                                                        memory_order_seq_cst, /* against a sleeping purger (purge.c) */
                                                         memory_order_relaxed));
         if (old != REMOTE_CLOSED) {
             purger_ask(); /* to collect it, should the owner stay idle */

@@ -459,6 +459,7 @@ void page_release(struct heap *heap, struct page *page)
     uint64_t run = page_forget(segment, page);
     segment->dirty_mask |= run;
     heap->dirty_slices += page->slice_count;
+    purger_wake(); /* a sleeping purger has free slices to give back now */
     /* An empty segment stays, its slices resident for reuse like any free
      * slices, until the purge policy has given them back: then it goes
      * (heap_release_empty_segments). */

@@ -4,8 +4,10 @@
  * returns what is left, the memory limit refuses and recovers, statistics
  * add up and print as a table and as JSON, and every option's malformed
  * value is reported. */
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <time.h>
 
 #include <sys/mman.h>
@@ -384,6 +386,58 @@ static int worker_idle(void)
     return 0;
 }
 
+/* The purger thread's voluntary context switches (its wake-ups), found by
+ * its name; -1 when it is not running. */
+static long purger_wakeups(void)
+{
+    DIR *tasks = opendir("/proc/self/task");
+    struct dirent *task;
+    long switches = -1;
+    while (tasks != NULL && switches < 0 && (task = readdir(tasks)) != NULL) {
+        char path[300], text[64] = "";
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", task->d_name);
+        FILE *f = fopen(path, "r");
+        if (f == NULL)
+            continue;
+        bool purger = fgets(text, sizeof text, f) != NULL && strcmp(text, "strata-purger\n") == 0;
+        fclose(f);
+        if (!purger)
+            continue;
+        snprintf(path, sizeof path, "/proc/self/task/%s/status", task->d_name);
+        f = fopen(path, "r");
+        char line[256];
+        while (f != NULL && fgets(line, sizeof line, f) != NULL)
+            if (sscanf(line, "voluntary_ctxt_switches: %ld", &switches) == 1)
+                break;
+        if (f != NULL)
+            fclose(f);
+    }
+    if (tasks != NULL)
+        closedir(tasks);
+    return switches;
+}
+
+/* A freed burst goes back; then, with nothing left to give back, the
+ * purger sleeps (its wake-ups over 500 ms of quiet); a second burst wakes
+ * it, and goes back too. */
+static int purger_sleeps(void)
+{
+    size_t start = started(), count;
+    void **blocks = burst(20 * MB, &count);
+    free_burst(blocks, count);
+    quiet(200);
+    size_t first_back = resident_bytes();
+    long before = purger_wakeups();
+    quiet(500);
+    long asleep = purger_wakeups() - before;
+    blocks = burst(20 * MB, &count);
+    free_burst(blocks, count);
+    quiet(IDLE_WAIT_MS);
+    printf("start=%zu first=%zu wakeups=%ld running=%d after=%zu\n", start / 1024, first_back / 1024, asleep,
+           before >= 0, resident_bytes() / 1024);
+    return 0;
+}
+
 static const struct check_case cases[] = {
     {"states", states},
     {"quiet", quiet_after_burst},
@@ -396,6 +450,7 @@ static const struct check_case cases[] = {
     {"idle", idle},
     {"large-idle", large_idle},
     {"worker-idle", worker_idle},
+    {"purger-sleeps", purger_sleeps},
 };
 
 static long field(const char *text, const char *key)
@@ -699,6 +754,23 @@ static void test_worker_idle(void)
     }
 }
 
+/* With nothing to give back, the purger thread sleeps rather than wake
+ * every purge delay (50 times in 500 ms), and work wakes it. */
+static void test_purger_sleeps(void)
+{
+    int resident_ok = resident_is_meaningful();
+    struct outcome o = check_spawn("purger-sleeps", "STRATA_BACKGROUND_PURGE=1");
+    printf("purger: %ld wake-ups in 500 ms with nothing to give back\n", field(o.output, "wakeups="));
+    CHECK(exited_cleanly(&o));
+    CHECK_CMP(field(o.output, "running="), ==, 1);
+    CHECK_CMP(field(o.output, "wakeups="), >=, 0);
+    CHECK_CMP(field(o.output, "wakeups="), <=, 2);
+    if (resident_ok) { /* what the thread's own bins keep aside, as in purger_returns */
+        CHECK_CMP(field(o.output, "first="), <, field(o.output, "start=") + 5 * 1024);
+        CHECK_CMP(field(o.output, "after="), <, field(o.output, "start=") + 5 * 1024);
+    }
+}
+
 static void test_huge_pages(void)
 {
     struct outcome o = check_spawn("trim", "STRATA_THP=1 STRATA_VERBOSE=1");
@@ -722,6 +794,7 @@ static const struct check_test tests[] = {
     {"huge_pages", test_huge_pages},
     {"large_idle", test_large_idle},
     {"worker_idle", test_worker_idle},
+    {"purger_sleeps", test_purger_sleeps},
 };
 
 int main(int argc, char **argv)
