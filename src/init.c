@@ -36,7 +36,9 @@ static _Atomic bool purger_running;
 /* With nothing to give back, the purger sleeps until work rings its bell
  * (purge.c), waking this often all the same. */
 #define PURGER_IDLE_SLEEP_NS ((uint64_t)3600 * 1000000000)
-
+/* The purger's stack: its work is shallow, and a default stack is 8 MiB
+ * of address space, which an address-space limit (ulimit -v) counts. */
+#define PURGER_STACK_BYTES ((size_t)256 << 10)
 
 static void fork_child(void)
 {
@@ -104,6 +106,32 @@ static bool purge_round(void)
     return work_left;
 }
 
+/* The thread that ends the process once the purger was its last: it waits
+ * for the purger to end, and then, the last thread, lets the C library end
+ * the process (status 0, the exit handlers) on its default-sized stack. */
+static void *finisher_main(void *purger)
+{
+    os_name_thread(os_program_name()); /* not the purger's name it was given */
+    pthread_join(*(pthread_t *)purger, NULL);
+    return NULL;
+}
+
+/* The purger, alone: the process ends with it (see purger_main). */
+static void *purger_end(void)
+{
+    static pthread_t self;
+    self = pthread_self();
+    pthread_attr_t attr;
+    pthread_t finisher;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    /* Without a thread to be had, the exit handlers run on this stack. */
+    if (pthread_create(&finisher, &attr, finisher_main, &self) != 0)
+        pthread_detach(self);
+    pthread_attr_destroy(&attr);
+    return NULL;
+}
+
 /* Every purge delay a round gives back what idle threads and caches keep
  * (purge_round): a program that frees a working set and then goes quiet
  * shrinks. A round that leaves no work puts the purger to sleep until work
@@ -116,10 +144,9 @@ static bool purge_round(void)
  * when its last thread ends. So once the program's threads have all ended
  * (the last thread holding a heap rings at its exit; threads that never
  * allocated ring nothing, so while no thread holds a heap the purger looks
- * every PURGER_ALONE_POLL_NS), the purger returns: it is then the
- * process's last thread, and the C library ends the process with status
- * 0, running its exit handlers on this thread's stack, as it would have on
- * the program's last thread. */
+ * every PURGER_ALONE_POLL_NS), the purger ends, and a thread of a default
+ * stack it leaves behind (purger_end) ends the process as the program's
+ * last thread would have. */
 static void *purger_main(void *arg)
 {
     (void)arg;
@@ -150,7 +177,7 @@ static void *purger_main(void *arg)
             next_alone_check = UINT64_MAX;
             if (heap_threads_holding() == 0) {
                 if (os_live_threads() == 1)
-                    return NULL;
+                    return purger_end();
                 next_alone_check = now + PURGER_ALONE_POLL_NS;
             }
         }
@@ -187,9 +214,12 @@ void purger_start(void)
     pthread_attr_t attr;
     pthread_t thread;
     pthread_attr_init(&attr);
-    /* The default stack: as the last thread the purger runs the program's
-     * exit handlers (purger_main). */
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    /* Joinable: the thread that ends the process after it waits for it
+     * (purger_end). A small stack, but never below what the C library
+     * needs of one. */
+    size_t stack = PURGER_STACK_BYTES;
+    if (pthread_attr_setstacksize(&attr, stack) != 0)
+        pthread_attr_getstacksize(&attr, &stack);
     /* Running before it is created, so that a fork meanwhile restarts it in
      * the child. */
     atomic_store(&purger_running, true);

@@ -438,6 +438,26 @@ static int purger_sleeps(void)
     return 0;
 }
 
+/* The address space in use (VmSize, KiB) once strata is in place and,
+ * with the purger asked for from the start, once its thread runs. */
+static int purger_address_space(void)
+{
+    started();
+    const char *mode = getenv("STRATA_BACKGROUND_PURGE");
+    for (int i = 0; i < 500 && mode != NULL && strcmp(mode, "1") == 0 && purger_wakeups() < 0; i++)
+        quiet(2);
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kib = -1;
+    while (f != NULL && fgets(line, sizeof line, f) != NULL)
+        if (sscanf(line, "VmSize: %ld kB", &kib) == 1)
+            break;
+    if (f != NULL)
+        fclose(f);
+    printf("vm=%ld running=%d\n", kib, purger_wakeups() >= 0);
+    return 0;
+}
+
 static const struct check_case cases[] = {
     {"states", states},
     {"quiet", quiet_after_burst},
@@ -451,6 +471,7 @@ static const struct check_case cases[] = {
     {"large-idle", large_idle},
     {"worker-idle", worker_idle},
     {"purger-sleeps", purger_sleeps},
+    {"purger-address-space", purger_address_space},
 };
 
 static long field(const char *text, const char *key)
@@ -771,6 +792,25 @@ static void test_purger_sleeps(void)
     }
 }
 
+/* The purger's thread costs little address space, which an address-space
+ * limit counts: a small stack, not a default one of 8 MiB. (A sanitizer
+ * maps megabytes of its own for each thread: not measured there.) */
+static void test_purger_address_space(void)
+{
+    struct outcome with = check_spawn("purger-address-space", "STRATA_BACKGROUND_PURGE=1");
+    struct outcome without = check_spawn("purger-address-space", "STRATA_BACKGROUND_PURGE=0");
+    long cost = field(with.output, "vm=") - field(without.output, "vm=");
+    printf("the purger's thread: %ld KiB of address space\n", cost);
+    CHECK(exited_cleanly(&with));
+    CHECK(exited_cleanly(&without));
+    CHECK_CMP(field(with.output, "running="), ==, 1);
+    CHECK_CMP(field(without.output, "running="), ==, 0);
+    if (resident_is_meaningful()) {
+        CHECK_CMP(cost, >, 0);
+        CHECK_CMP(cost, <=, 1024);
+    }
+}
+
 static void test_huge_pages(void)
 {
     struct outcome o = check_spawn("trim", "STRATA_THP=1 STRATA_VERBOSE=1");
@@ -795,6 +835,7 @@ static const struct check_test tests[] = {
     {"large_idle", test_large_idle},
     {"worker_idle", test_worker_idle},
     {"purger_sleeps", test_purger_sleeps},
+    {"purger_address_space", test_purger_address_space},
 };
 
 int main(int argc, char **argv)
