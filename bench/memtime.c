@@ -1,8 +1,11 @@
 /* bench/memtime.c: zsh's mem-test. Resident memory is sampled every
  * 2 ms by a thread that reads /proc/self/statm (without allocating) through
  * a run that allocates a large working set of small blocks, holds it, frees
- * it and then goes on with light work. Prints a summary line (resident at
- * start, at peak, 100 ms after the free and at the end) and the samples. */
+ * it and then goes on with light work; or (-m large) of 10 MB blocks, each
+ * written whole, freed, after which the program makes no call at all, as
+ * one that freed its big buffers and waits for input. Prints a summary line
+ * (resident at start, at peak, 100 ms after the free and at the end) and
+ * the samples. */
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -82,12 +85,16 @@ int main(int argc, char **argv)
 {
     size_t working_mb = 500;
     int quiet = 0;
+    const char *mode = "small";
     const struct bench_flag flags[] = {
-        BENCH_SIZE_FLAG("-w", "working_set_mb", &working_mb, 1, "MB of small blocks allocated, held and freed (default 500)"),
+        BENCH_SIZE_FLAG("-w", "working_set_mb", &working_mb, 1, "MB of blocks allocated, held and freed (default 500)"),
+        BENCH_STRING_FLAG("-m", "small|large", &mode,
+                          "blocks of 16..1024 bytes and light work after, or of 10 MB and no call after (default small)"),
         BENCH_SWITCH_FLAG("-q", &quiet, "print the summary line only, not the samples"),
     };
     const struct bench_command_line command_line = {"memtime", NULL, 0, NULL, flags, BENCH_FLAG_COUNT(flags)};
     bench_parse_command_line(&command_line, argc, argv);
+    int large = bench_choice(&command_line, "-m", mode, "small|large") == 1;
     int fd = open("/proc/self/statm", O_RDONLY);
     if (fd < 0) {
         perror("memtime: /proc/self/statm");
@@ -107,20 +114,28 @@ int main(int argc, char **argv)
     size_t count = 0, bytes = 0;
     double burst_ms = (bench_now() - origin) * 1000.0;
     while (bytes < working_mb * 1048576 && count < capacity) {
-        size_t size = 16 + (size_t)(bench_random(&rng) % 1009);
+        size_t size = large ? (size_t)10 << 20 : 16 + (size_t)(bench_random(&rng) % 1009);
         blocks[count] = malloc(size);
-        memset(blocks[count], 1, size < 64 ? size : 64);
+        memset(blocks[count], 1, large ? size : size < 64 ? size : 64);
         bytes += size;
         count++;
     }
-    light_work(50, &rng);
+    struct timespec hold = {0, 50000000};
+    if (large)
+        nanosleep(&hold, NULL);
+    else
+        light_work(50, &rng);
     double peak_mb = resident_mb_now(fd);
     double free_ms = (bench_now() - origin) * 1000.0;
     for (size_t i = 0; i < count; i++)
         free(blocks[i]);
     double freed_ms = (bench_now() - origin) * 1000.0;
     munmap(blocks, capacity * sizeof *blocks);
-    light_work(300, &rng);
+    struct timespec after = {0, 300000000};
+    if (large)
+        nanosleep(&after, NULL);
+    else
+        light_work(300, &rng);
     double end_mb = resident_mb_now(fd);
     atomic_store(&stop, 1);
     pthread_join(thread, NULL);

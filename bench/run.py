@@ -24,7 +24,8 @@ SIZES = {
                   arena=dict(rounds=2000, spike_mb=16, strings=[22500], string_repeats=3),
                   context_seconds=0.05, cxx=dict(objects=100000, map=40000, strings=10000),
                   loop_threads=[1, 2], loop_steps=100000, medium_steps=dict(medium=500, big=20),
-                  workloads=dict(server=1, churn=5, leak=100000)),
+                  workloads=dict(server=1, churn=5, leak=100000),
+                  redis=dict(requests=20000, last_wait=0.5, io_threads=[0, 2], allocators="all", repeats=1)),
     "default": dict(replacements=2000000, threads=[1, 2, 4, 8, 16], pairs=[1, 2, 4],
                     cross_blocks=2000000, grow=[225000, 1350000], grow_repeats=21,
                     zsh=dict(string=[60000, 1], array=[60000], function=[40000], search=[20000]),
@@ -32,7 +33,9 @@ SIZES = {
                     arena=dict(rounds=50000, spike_mb=256, strings=[225000, 1350000], string_repeats=11),
                     context_seconds=0.5, cxx=dict(objects=16000000, map=1000000, strings=2000000),
                     loop_threads=[1, 2, 4], loop_steps=20000000, medium_steps=dict(medium=20000, big=2000),
-                    workloads=dict(server=20, churn=200, leak=4000000)),
+                    workloads=dict(server=20, churn=200, leak=4000000),
+                    redis=dict(requests=3200000, last_wait=30, io_threads=[0, 2],
+                               allocators=["strata", "glibc", "jemalloc"], repeats=1)),
     "full": dict(replacements=8000000, threads=[1, 2, 4, 8, 16], pairs=[1, 2, 4, 8],
                  cross_blocks=8000000, grow=[225000, 1350000], grow_repeats=51,
                  zsh=dict(string=[225000, 1], array=[200000], function=[100000], search=[100000]),
@@ -40,7 +43,8 @@ SIZES = {
                  arena=dict(rounds=200000, spike_mb=256, strings=[225000, 1350000], string_repeats=31),
                  context_seconds=2.0, cxx=dict(objects=64000000, map=4000000, strings=8000000),
                  loop_threads=[1, 2, 4, 8], loop_steps=40000000, medium_steps=dict(medium=80000, big=4000),
-                 workloads=dict(server=80, churn=800, leak=16000000)),
+                 workloads=dict(server=80, churn=800, leak=16000000),
+                 redis=dict(requests=3200000, last_wait=30, io_threads=[0, 4], allocators="all", repeats=None)),
 }
 
 
@@ -264,33 +268,105 @@ class Suite:
                 % harness.markdown_table(header, table))
 
     def memtime(self):
+        return "\n".join([self.memtime_burst("small", "burst"), self.memtime_burst("large", "big blocks"),
+                          self.memtime_redis()])
+
+    def memtime_burst(self, mode, case):
+        """memtime's burst of small blocks (with light work after it), or of
+        10 MB blocks (with no call after it)."""
         mb = self.sizes["working_mb"]
         rows = []
         curves = {}
         for rep in range(self.repeats):
             for name, preload in self.allocators:
-                harness.progress("memory over time: run %d/%d, %d MB burst, %s" % (rep + 1, self.repeats, mb, name))
-                fields = harness.run_program([self.program("memtime"), "-w", str(mb)], preload)
+                harness.progress("memory over time: run %d/%d, %d MB of %s, %s" % (rep + 1, self.repeats, mb, case, name))
+                fields = harness.run_program([self.program("memtime"), "-w", str(mb), "-m", mode], preload)
                 summary = [f for f in fields if "summary" in f][0]
-                summary.update(allocator=name, run=rep + 1, case="burst")
+                summary.update(allocator=name, run=rep + 1, case=case)
                 rows.append(summary)
                 if rep == 0:
                     curves[name] = [(f["t_ms"], f["rss_mb"]) for f in fields if "t_ms" in f]
-        harness.write_csv(os.path.join(self.out, "memtime.csv"), rows)
-        self.plot_memtime(curves, rows)
-        header = ["allocator", "start", "peak", "100 ms after the free began", "end (300 ms)",
+        plot = "memtime" if mode == "small" else "memtime_large"
+        harness.write_csv(os.path.join(self.out, plot + ".csv"), rows)
+        self.plot_memtime(plot, case, curves, rows)
+        after = "end (300 ms of light work)" if mode == "small" else "end (300 ms without a call)"
+        header = ["allocator", "start", "peak", "100 ms after the free began", after,
                   "free loop ms", "back within 5 MB, ms after the last free"]
         table = []
         for name in self.names:
             settle = harness.median([r["settle_ms"] if r["settle_ms"] >= 0 else float("inf")
                                      for r in rows if r["allocator"] == name])
-            table.append([name] + ["%.0f" % self.med(rows, name, "burst", k) for k in
+            table.append([name] + ["%.0f" % self.med(rows, name, case, k) for k in
                                    ("start_rss_mb", "peak_rss_mb", "after_100ms_rss_mb", "end_rss_mb",
                                     "free_loop_ms")] +
                          ["never" if settle == float("inf") else "%.0f" % settle])
-        return ("### memory over time (zsh's mem-test): resident MB around a %d MB burst\n"
-                "Small blocks (16..1024 bytes) allocated, held 50 ms, freed; light work goes on.\n\n%s\n"
+        if mode == "small":
+            return ("### memory over time (zsh's mem-test): resident MB around a %d MB burst\n"
+                    "Small blocks (16..1024 bytes) allocated, held 50 ms, freed; light work goes on.\n\n%s\n"
+                    % (mb, harness.markdown_table(header, table)))
+        return ("### memory over time, big blocks: resident MB around %d MB of 10 MB blocks\n"
+                "Each block written whole, all held 50 ms, freed; then the program makes no call at all,\n"
+                "as one that freed its big buffers and waits for input.\n\n%s\n"
                 % (mb, harness.markdown_table(header, table)))
+
+    def memtime_redis(self):
+        """redis-server filled over loopback, then FLUSHALL: its resident
+        memory after 1 s, 5 s and 30 s, without and with I/O threads."""
+        sz = self.sizes["redis"]
+        wanted = sz["allocators"]
+        allocators = [(n, p) for n, p in self.allocators if wanted == "all" or n in wanted]
+        repeats = sz["repeats"] or self.repeats
+        rows, skipped = [], None
+        for rep in range(repeats):
+            for io in sz["io_threads"]:
+                case = "io%d" % io
+                for name, preload in allocators:
+                    harness.progress("memory over time: redis, run %d/%d, %s, %s"
+                                     % (rep + 1, repeats, "%d I/O threads" % io if io else "no I/O threads", name))
+                    command = [self.program("redisflush"), "-n", str(sz["requests"]), "-w", str(sz["last_wait"]),
+                               "-i", str(io), "-s", "glibc" if preload is None else preload]
+                    try:
+                        fields = harness.run_program(command, None)
+                    except RuntimeError as e:
+                        if "redisflush failed (3)" not in str(e):
+                            raise
+                        skipped = str(e).split("redisflush: ")[-1].strip()
+                        break
+                    for f in fields:
+                        f.update(allocator=name, run=rep + 1, case=case)
+                        rows.append(f)
+                if skipped:
+                    break
+            if skipped:
+                break
+        title = ("### memory over time, a real server: redis-server's resident MB after FLUSHALL\n")
+        if skipped:
+            return title + "Not measured: %s.\n" % skipped
+        harness.write_csv(os.path.join(self.out, "memtime_redis.csv"), rows)
+        cases = ["io%d" % io for io in sz["io_threads"]]
+        names = [n for n, _ in allocators]
+        header = ["allocator"]
+        waits = [min(1, sz["last_wait"]), min(5, sz["last_wait"]), sz["last_wait"]]
+        for io in sz["io_threads"]:
+            label = "%d I/O threads" % io if io else "no I/O threads"
+            header += ["%s: full" % label] + ["%g s after" % w for w in waits]
+        table = []
+        for name in names:
+            row = [name]
+            for case in cases:
+                row.append("%.0f" % self.med(rows, name, case, "full_rss_mb"))
+                for key in ("after_1s_rss_mb", "after_5s_rss_mb", "after_last_rss_mb"):
+                    text = "%.0f" % self.med(rows, name, case, key)
+                    if name != "strata":
+                        text += " (%.2fx)" % harness.paired_ratio(rows, name, "strata", case, key)
+                    row.append(text)
+            table.append(row)
+        used = harness.median([r["full_used_mb"] for r in rows])
+        return (title + "Filled by redis-benchmark over loopback (%d SETs of %d-byte values on random keys: %.0f MB that\n"
+                "redis counts as used), then FLUSHALL; the server's malloc preloaded into it alone (glibc: the C\n"
+                "library preloaded, since Debian's redis links jemalloc; jemalloc is redis's own choice). With I/O\n"
+                "threads they read and parse requests, so the main thread frees what they allocated.\n\n%s\n"
+                % (sz["requests"], 1000, used, harness.markdown_table(header, table)))
 
     def arena(self):
         """Arenas beside GNU obstack, APR pools and malloc/free (glibc's: the
@@ -429,14 +505,15 @@ class Suite:
                    "threads", "million ops/s"),
                   "set logscale x 2\n")
 
-    def plot_memtime(self, curves, rows):
+    def plot_memtime(self, plot, case, curves, rows):
         """Each allocator's first run, shifted so that its free starts at 0."""
         series = {}
         for n in self.names:
             free_ms = [r["free_ms"] for r in rows if r["run"] == 1 and r["allocator"] == n][0]
             series[n] = [(t - free_ms, mb) for t, mb in curves.get(n, [])]
-        self.plot("memtime", series, "1:2", "lines",
-                  ("memory over time: resident MB around the free of a burst (first run)",
+        self.plot(plot, series, "1:2", "lines",
+                  ("memory over time: resident MB around the free of a %s (first run)"
+                   % ("burst" if case == "burst" else "burst of big blocks"),
                    "milliseconds since the free began", "resident MB"),
                   "set arrow from 0, graph 0 to 0, graph 1 nohead dt 2\n")
 

@@ -22,7 +22,8 @@ medium -n -m -n
 workloads -n -m -n
 grow -m -m -s -r
 cxx -n -c -n
-memtime -w -w -q
+memtime -w -w -m -q
+redisflush -n -n -d -i -w -s
 arena -w -k -n -m -w -r
 context -t -k -t
 peakrss'
@@ -106,13 +107,13 @@ check 'python3 bench/run.py --help | grep -q "^tables: threads, threads_ends, lo
 # CSVs: allocator, case and run first; integers without a fraction.
 check 'head -n 1 "$out/threads.csv" | grep -q "^allocator,case,run,threads,ops_per_sec,"' "CSV columns in a stable order"
 check '! grep -Eq "[0-9]\.0(,|$)" "$out/threads.csv" && ! grep -Eq "\.[0-9]{7,}" "$out/grow.csv"' "CSV numbers without noise digits"
-for heading in "### threads (" "### threads, partly written" "### per-thread loops" "### cross-thread" "### medium and big blocks" "### workloads" "### grow" "### C++: operator new and delete" "### zsh" "### memory over time" "### arena" "### context"; do
+for heading in "### threads (" "### threads, partly written" "### per-thread loops" "### cross-thread" "### medium and big blocks" "### workloads" "### grow" "### C++: operator new and delete" "### zsh" "### memory over time (" "### memory over time, big blocks" "### memory over time, a real server" "### arena" "### context"; do
     check 'grep -q "^$heading" "$out/tables.md"' "table $heading"
 done
-for csv in threads threads_ends loops crossthread medium workloads grow cxx zsh memtime arena context; do
+for csv in threads threads_ends loops crossthread medium workloads grow cxx zsh memtime memtime_large memtime_redis arena context; do
     check '[ -s "$out/$csv.csv" ] && grep -q strata "$out/$csv.csv"' "$csv.csv with strata rows"
 done
-check '[ "$(grep -c "^| strata |" "$out/tables.md")" -ge 13 ]' "strata has a row in every table"
+check '[ "$(grep -c "^| strata |" "$out/tables.md")" -ge 15 ]' "strata has a row in every table"
 check 'grep -q "^| strata contexts |" "$out/tables.md" && grep -q "^| strata pool |" "$out/tables.md"' "context table rows"
 check 'grep -q "run 1/1" "$out/progress"' "progress lines"
 check 'grep -q "^Machine: .*, 20[0-9][0-9]-[0-9][0-9]-[0-9][0-9]\. .*the median of the ratios within each run" "$out/tables.md"' "the run's machine and date, and what a ratio is"
