@@ -63,7 +63,8 @@ static inline void *block_pop(struct page *page)
 static void bin_note(struct heap *heap, unsigned class_index, unsigned event)
 {
     unsigned use = heap->bin_use[class_index];
-    heap->bin_use[class_index] = (uint8_t)(event | BIN_ACTIVE);
+    unsigned lately = (use & BIN_REFILLED_LATELY) | (event == BIN_REFILLED ? BIN_REFILLED_LATELY : 0);
+    heap->bin_use[class_index] = (uint8_t)(event | BIN_ACTIVE | lately);
     heap->bin_events++;
     if (event != BIN_REFILLED || !(use & BIN_FLUSHED) || strata_options.check)
         return;
@@ -95,7 +96,7 @@ static void bins_age(struct heap *heap)
     heap->bins_aged_at = now;
     for (unsigned c = 0; c < CLASS_COUNT; c++) {
         unsigned use = heap->bin_use[c];
-        heap->bin_use[c] = (uint8_t)(use & ~BIN_ACTIVE);
+        heap->bin_use[c] = (uint8_t)(use & ~(BIN_ACTIVE | BIN_REFILLED_LATELY));
         struct bin *bin = &heap->bins[c];
         uint32_t base = bin_base_limit(c);
         if ((use & BIN_ACTIVE) || bin->limit <= base)
@@ -250,15 +251,23 @@ void bins_flush_all(struct heap *heap)
  * class, where it stays counted as used in its page: the caller hands it
  * out again while it is warm in its cache, or gives it to its owner when
  * the bin overflows. False, doing nothing, when the bin may not keep it:
- * the caller's own block, an exited thread's (parked or given up: a bin
- * that kept it would hold its page, perhaps for good), a medium block,
- * checked mode (no room in bins), or a block the owner may not have carved
- * yet. */
+ * the caller's own block, an exited thread's (given up, or parked where
+ * the caller does not allocate the class), a medium block, checked mode
+ * (no room in bins), or a block the owner may not have carved yet. */
 static bool bin_keep_foreign(struct heap *self, struct page *page, struct block *block, uintptr_t owner)
 {
     unsigned class_index = page->class_index;
-    if (owner == self->owner_word || owner == OWNER_ABANDONED || (owner & OWNER_PARKED_TAG) || class_index >= CLASS_COUNT ||
-        self->bins[class_index].limit == 0 || !page_surely_carved(page, block))
+    if (owner == self->owner_word || class_index >= CLASS_COUNT || self->bins[class_index].limit == 0 ||
+        !page_surely_carved(page, block))
+        return false;
+    /* A live heap's word has neither bit (heaps are aligned): one test
+     * lets its blocks by. A given-up heap's block never stays; a parked
+     * heap's only where this thread will hand it out again: kept in the bin
+     * of a class the thread does not allocate, it would hold the heap's
+     * page, and so its segment, for as long as the thread lives (its blocks
+     * go to the heap's remote list instead, which the purger collects). */
+    if (unlikely(owner & (OWNER_ABANDONED | OWNER_PARKED_TAG)) &&
+        (owner == OWNER_ABANDONED || !(self->bin_use[class_index] & BIN_REFILLED_LATELY)))
         return false;
     struct bin *bin = &self->bins[class_index];
     if (unlikely(block == bin->head))

@@ -55,6 +55,7 @@ _Static_assert(SMALL_MAX * 4 <= (SLICES_PER_SEGMENT - 1) * SLICE_SIZE,
  * up. */
 #define OWNER_CHECK_TAG ((uintptr_t)1)
 #define OWNER_PARKED_TAG ((uintptr_t)4)
+_Static_assert(CACHE_LINE > 4, "a heap's address leaves the tags' bits and OWNER_ABANDONED's clear");
 #define OWNER_TAGS (OWNER_CHECK_TAG | OWNER_PARKED_TAG)
 #define OWNER_ABANDONED ((uintptr_t)2)
 #define OWNER_NONE ((uintptr_t)3) /* the empty heap's word: matches no segment */
@@ -300,8 +301,10 @@ struct quarantine {
     uint16_t slack[QUARANTINE_SLOTS];
 };
 
-/* What a bin did since the heap last aged its bins (bin_use). */
-enum { BIN_REFILLED = 1, BIN_FLUSHED = 2, BIN_ACTIVE = 4 };
+/* What a bin did: its last refill or flush, whether it did either since
+ * the heap last aged its bins, and whether it was refilled since then (the
+ * thread allocates blocks of the class). */
+enum { BIN_REFILLED = 1, BIN_FLUSHED = 2, BIN_ACTIVE = 4, BIN_REFILLED_LATELY = 8 };
 
 struct heap {
     struct bin bins[CLASS_COUNT];
