@@ -139,15 +139,18 @@ void free_slow(void *p)
 
 void free_segment_slow(void *p)
 {
-    free_segment_block(p);
-    /* Not from a thread without a heap: creating the purger allocates in
-     * the calling thread, which would give it one, and a thread with a
-     * heap keeps the blocks of others it frees in its bins: a consumer
-     * thread that never allocates would then cache and flush every block
-     * it frees (1.22x the instructions of the cross-thread table). Such
-     * frees asked for the purger; a thread with a heap starts it. */
-    if (thread_heap != &heap_empty)
-        purger_start_if_wanted();
+    /* The purger a free before this one asked for, started before this one
+     * (a tail call then frees: no second call layer on the path of every
+     * other thread's block). Not from a thread without a heap: creating
+     * the purger allocates in the calling thread, which would give it one,
+     * and a thread with a heap keeps the blocks of others it frees in its
+     * bins: a consumer thread that never allocates would then cache and
+     * flush every block it frees (1.22x the instructions of the
+     * cross-thread table). A thread with a heap starts it. */
+    if (unlikely(atomic_load_explicit(&purger_request, memory_order_relaxed) == PURGER_REQUESTED) &&
+        thread_heap != &heap_empty)
+        purger_start();
+    heap_free_block(free_segment_page(p), p);
 }
 
 void free_bin_full(struct heap *heap, struct bin *bin)

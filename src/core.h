@@ -211,12 +211,11 @@ void heap_trim_own(void);
 void heap_reclaim_idle(struct heap *heap, void *unused);
 
 /* ---- free.c ----------------------------------------------------------- */
-/* Every free the inline path does not finish (alloc.c's free_slow and
- * free_segment_slow call them): a pointer anywhere (NULL, a segment's
- * block, a large block, a foreign pointer), and a pointer into a segment:
- * other threads' blocks, checked mode, medium blocks. */
+/* Every free the inline path does not finish, of a pointer anywhere (NULL,
+ * a segment's block, a large block, a foreign pointer): alloc.c's
+ * free_slow. (free_segment_slow takes a segment's blocks, other threads'
+ * ones, checked mode's and medium ones, to heap_free_block itself.) */
 void free_any(void *p);
-void free_segment_block(void *p);
 /* The secure flavour: a validated block of `slot` bytes and usable end
  * `end`, keyed, that the thread (heap) freed waits in its quarantine, and the oldest blocks leave
  * it for real frees (checked first) once it holds too many; at once when

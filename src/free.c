@@ -28,17 +28,12 @@ struct page *free_segment_page(void *p)
     return page;
 }
 
-void free_segment_block(void *p)
-{
-    heap_free_block(free_segment_page(p), p);
-}
-
 void free_any(void *p)
 {
     if (p == NULL)
         return;
     if (is_segment_pointer(p)) {
-        free_segment_block(p);
+        heap_free_block(free_segment_page(p), p);
         return;
     }
     if (large_free(p))
