@@ -276,6 +276,22 @@ static inline size_t resident_bytes(void)
     return (size_t)resident * (size_t)sysconf(_SC_PAGESIZE);
 }
 
+/* A number of a /proc status file ("Name: N ..."): "VmSize" of
+ * /proc/self/status in KiB, say; -1 when it has none. */
+static inline long status_field(const char *path, const char *name)
+{
+    char format[64], line[256];
+    snprintf(format, sizeof format, "%s: %%ld", name);
+    FILE *f = fopen(path, "r");
+    long value = -1;
+    while (f != NULL && fgets(line, sizeof line, f) != NULL)
+        if (sscanf(line, format, &value) == 1)
+            break;
+    if (f != NULL)
+        fclose(f);
+    return value;
+}
+
 /* Whether this process's resident size reflects strata's memory: not under a
  * sanitizer (tests/run.sh exports SANITIZER), whose shadow memory swamps it.
  * Tests then rely on strata's own mapping count and say what they skipped. */

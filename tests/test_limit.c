@@ -240,15 +240,8 @@ static struct allocator allocator_chosen(void)
 /* The process's address space now, in bytes (VmSize). */
 static size_t address_space_bytes(void)
 {
-    FILE *f = fopen("/proc/self/status", "r");
-    size_t kib = 0;
-    char line[256];
-    while (f != NULL && fgets(line, sizeof line, f) != NULL)
-        if (sscanf(line, "VmSize: %zu kB", &kib) == 1)
-            break;
-    if (f != NULL)
-        fclose(f);
-    return kib * 1024;
+    long kib = status_field("/proc/self/status", "VmSize");
+    return kib > 0 ? (size_t)kib * 1024 : 0;
 }
 
 /* RLIMIT_AS set to the address space in use now, the allocator's first

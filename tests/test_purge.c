@@ -404,13 +404,7 @@ static long purger_wakeups(void)
         if (!purger)
             continue;
         snprintf(path, sizeof path, "/proc/self/task/%s/status", task->d_name);
-        f = fopen(path, "r");
-        char line[256];
-        while (f != NULL && fgets(line, sizeof line, f) != NULL)
-            if (sscanf(line, "voluntary_ctxt_switches: %ld", &switches) == 1)
-                break;
-        if (f != NULL)
-            fclose(f);
+        switches = status_field(path, "voluntary_ctxt_switches");
     }
     if (tasks != NULL)
         closedir(tasks);
@@ -446,15 +440,7 @@ static int purger_address_space(void)
     const char *mode = getenv("STRATA_BACKGROUND_PURGE");
     for (int i = 0; i < 500 && mode != NULL && strcmp(mode, "1") == 0 && purger_wakeups() < 0; i++)
         quiet(2);
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long kib = -1;
-    while (f != NULL && fgets(line, sizeof line, f) != NULL)
-        if (sscanf(line, "VmSize: %ld kB", &kib) == 1)
-            break;
-    if (f != NULL)
-        fclose(f);
-    printf("vm=%ld running=%d\n", kib, purger_wakeups() >= 0);
+    printf("vm=%ld running=%d\n", status_field("/proc/self/status", "VmSize"), purger_wakeups() >= 0);
     return 0;
 }
 
