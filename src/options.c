@@ -37,7 +37,8 @@ static const struct option_row rows[] = {
     {"STRATA_PURGE_DELAY_MS", 10, 0, 3600000, &strata_options.purge_delay_ms,
      "free memory unused for this long goes back to the OS (0: at once)", NULL},
     {"STRATA_BACKGROUND_PURGE", BACKGROUND_PURGE_AUTO, BACKGROUND_PURGE_NEVER, BACKGROUND_PURGE_AUTO, &strata_options.background_purge,
-     "purger thread: 0 never, 1 from the start, 2 once a heap holds 4 MiB free or a thread exits", NULL},
+     "purger thread: 0 never, 1 from the start, 2 once there is something for it (a heap holding 4 MiB free, "
+     "an exited thread's heap, a freed large block, a block freed to another thread)", NULL},
     {"STRATA_LIMIT_MB", 0, 0, 1L << 40, &strata_options.limit_mb,
      "allocations that would map more than this return NULL, ENOMEM (0: none)", NULL},
     {"STRATA_CHECK", 0, 0, 1, &check_value,
