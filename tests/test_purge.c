@@ -710,18 +710,18 @@ static void test_sampling(void)
 /* Runs an idle case on glibc and on strata; checks that strata kept no
  * more than 2 MB of what it freed after the purge delay plus 100 ms (where
  * resident sizes mean something: else that it says it caches under 1 MB
- * after 2 s), and no more than glibc kept. Returns strata's run. */
+ * after 1 s), and no more than glibc kept. Returns strata's run. */
 static struct outcome check_idle(const char *name, const char *env, const char *what)
 {
     int resident_ok = resident_is_meaningful();
     char strata_env[256], glibc_env[320];
-    snprintf(strata_env, sizeof strata_env, "WAIT_MS=%d %s", resident_ok ? IDLE_WAIT_MS : 2000, env);
+    snprintf(strata_env, sizeof strata_env, "WAIT_MS=%d %s", resident_ok ? IDLE_WAIT_MS : 1000, env);
     snprintf(glibc_env, sizeof glibc_env, "ALLOCATOR=glibc %s", strata_env);
     struct outcome g = check_spawn(name, glibc_env), o = check_spawn(name, strata_env);
     long kept = field(o.output, "after=") - field(o.output, "start=");
     long glibc_kept = field(g.output, "after=") - field(g.output, "start=");
     printf("%s: peak %+ld KiB; %d ms after the free strata keeps %+ld KiB resident (glibc %+ld), caches %ld KiB\n",
-           what, field(o.output, "peak=") - field(o.output, "start="), resident_ok ? IDLE_WAIT_MS : 2000, kept, glibc_kept,
+           what, field(o.output, "peak=") - field(o.output, "start="), resident_ok ? IDLE_WAIT_MS : 1000, kept, glibc_kept,
            field(o.output, "cached="));
     CHECK(exited_cleanly(&o));
     CHECK(exited_cleanly(&g));
