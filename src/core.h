@@ -124,8 +124,8 @@ size_t large_usable_size(const void *p);
 void *large_realloc(void *p, size_t size);
 /* Unmaps every cached large mapping now. */
 void large_cache_release(void);
-/* Unmaps the cached large mappings unused for a purge delay; how many are
- * still cached. */
+/* Unmaps the cached large mappings unused for two purge delays; how many
+ * are still cached. */
 size_t large_cache_expire_now(void);
 /* Live large blocks and their usable bytes; adds cached mappings to *cached. */
 void large_stats(size_t *blocks, size_t *bytes, size_t *cached);
