@@ -19,7 +19,13 @@ selected() { # name as printed
     return 1
 }
 
+# Each line gives the seconds since the previous one ended, so a run's
+# output shows where its time goes.
+last_end=$(date +%s)
 record() { # name, output file, exit status
+    now=$(date +%s)
+    took=$((now - last_end))
+    last_end=$now
     line=$(grep -E '^checks: [0-9]+ passed, [0-9]+ failed$' "$2" | tail -n 1)
     p=$(echo "$line" | sed -E 's/checks: ([0-9]+) passed.*/\1/')
     f=$(echo "$line" | sed -E 's/.* ([0-9]+) failed/\1/')
@@ -29,9 +35,9 @@ record() { # name, output file, exit status
     total_pass=$((total_pass + p))
     total_fail=$((total_fail + f))
     if [ "$f" -eq 0 ]; then
-        echo "ok   $1 ($p checks)"
+        echo "ok   $1 ($p checks, ${took} s)"
     else
-        echo "FAIL $1 ($p passed, $f failed, exit $3)"
+        echo "FAIL $1 ($p passed, $f failed, exit $3, ${took} s)"
         sed 's/^/     | /' "$2" | tail -n 30
         failed_tests="$failed_tests $1"
     fi
