@@ -8,6 +8,7 @@
 
 #include "alloc.h"
 #include "core.h"
+#include "init.h"
 #include "instrument.h"
 #include "strata.h"
 
@@ -77,6 +78,8 @@ static STRATA_NOINLINE void *alloc_class_slow(unsigned class_index)
     if (unlikely(heap == NULL))
         return NULL;
     void *block = heap_bin_refill(heap, class_index);
+    if (STRATA_DEBUG_BUILD)
+        heap_debug_refill(heap);
     purger_start_if_wanted();
     if (unlikely(block == NULL) && trim_for_retry(class_size[class_index]))
         block = heap_bin_refill(heap, class_index);

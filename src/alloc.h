@@ -1,14 +1,14 @@
-/* alloc.h: the inline allocation and free paths, for the API, the override
- * and the contexts: a pop from or a push onto the calling thread's bin, one
- * branch each; and the out-of-line paths behind them (alloc.c). In the secure flavour every allocation and free goes to
- * secure.c instead, which uses the same paths underneath. Nothing else of
- * the core is visible through it. */
+/* alloc.h: the default flavour's allocation and free (alloc.c): the inline
+ * paths, a pop from or a push onto the calling thread's bin (bins.h), one
+ * branch each, and the out-of-line paths behind them. The secure flavour
+ * (secure.h) uses the same paths underneath its own checks; api.h chooses
+ * between the two. */
 #ifndef STRATA_ALLOC_H
 #define STRATA_ALLOC_H
 
 #include <stdbool.h>
 
-#include "layout.h"
+#include "bins.h"
 #include "report.h"
 
 /* Allocates `size` bytes when the bin is empty or the size is large: the
@@ -29,42 +29,8 @@ void *realloc_large(void *p, size_t size);
  * purger thread, which what they freed may have asked for. */
 STRATA_NOINLINE void free_slow(void *p);
 STRATA_NOINLINE void free_segment_slow(void *p);
-/* The strata_* allocation calls as the library's own layers make them
- * (api.c): never sent to Valgrind's malloc, unlike a program's. */
-void *api_malloc(size_t size);
-void api_free(void *ptr);
-void *api_calloc(size_t count, size_t size);
-void *api_realloc(void *ptr, size_t size);
-void *api_reallocarray(void *ptr, size_t count, size_t size);
-void *api_aligned_alloc(size_t alignment, size_t size);
-int api_posix_memalign(void **out, size_t alignment, size_t size);
-size_t api_usable_size(const void *ptr);
-
-/* The secure flavour's allocation calls (secure.c): each block checked when
- * handed out and given a canary, each free validated and checked, then held
- * in the thread's quarantine; sizes are what was asked. */
-STRATA_NOINLINE void *secure_malloc(size_t size);
-STRATA_NOINLINE void secure_free(void *p);
-void *secure_calloc(size_t total);
-void *secure_realloc(void *p, size_t size);
-void *secure_aligned_alloc(size_t alignment, size_t size);
-size_t secure_usable_size(const void *p);
-
 /* A free filled the bin past its limit: half goes back to the pages. */
 STRATA_NOINLINE void free_bin_full(struct heap *heap, struct bin *bin);
-
-/* A block from the thread's bin of a class, or NULL when it is empty. */
-static STRATA_ALWAYS_INLINE void *bin_pop(unsigned class_index)
-{
-    struct bin *bin = &thread_heap->bins[class_index];
-    struct block *block = bin->head;
-    if (likely(block != NULL)) {
-        bin->head = block_next(block);
-        block_take(block);
-        counter_set(&bin->count, bin->count - 1);
-    }
-    return block;
-}
 
 /* A block from the thread's bin for `size` (at most SMALL_MAX), or NULL
  * when the bin is empty (always, in the secure flavour, whose blocks come
@@ -74,9 +40,10 @@ static STRATA_ALWAYS_INLINE void *bin_try_pop(size_t size)
     return STRATA_SECURE_BUILD ? NULL : bin_pop(small_class(size));
 }
 
-/* The default flavour's allocation and free; the secure flavour's under its
- * own checks. The commonest sizes (up to DIRECT_MAX) are told apart first,
- * with one compare: the class lookup then takes no second branch. */
+/* The default flavour's allocation. Checks: the size is at most
+ * SMALL_MAX (the commonest, up to DIRECT_MAX, told apart first with one
+ * compare, so that the class lookup takes no second branch); bin_pop's.
+ * Anything else is alloc_slow's. */
 static STRATA_ALWAYS_INLINE void *alloc_fast(size_t size)
 {
     unsigned class_index;
@@ -92,6 +59,11 @@ static STRATA_ALWAYS_INLINE void *alloc_fast(size_t size)
     return alloc_slow(size);
 }
 
+/* The default flavour's free. Checks: the pointer lies in a segment (the
+ * segment map, layout.h); bin_push_own's (the calling heap's own carved
+ * block, not the bin's newest); the bin is within its limit. Anything else
+ * (NULL, a large block, another thread's block, a pointer strata did not
+ * hand out, checked mode) is free_slow's or free_segment_slow's. */
 static STRATA_ALWAYS_INLINE void free_fast(void *p)
 {
     if (likely(is_segment_pointer(p))) {
@@ -108,19 +80,6 @@ static STRATA_ALWAYS_INLINE void free_fast(void *p)
         return;
     }
     free_slow(p);
-}
-
-static STRATA_ALWAYS_INLINE void *alloc_inline(size_t size)
-{
-    return STRATA_SECURE_BUILD ? secure_malloc(size) : alloc_fast(size);
-}
-
-static STRATA_ALWAYS_INLINE void free_inline(void *p)
-{
-    if (STRATA_SECURE_BUILD)
-        secure_free(p);
-    else
-        free_fast(p);
 }
 
 #endif /* STRATA_ALLOC_H */

@@ -8,8 +8,9 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#include "alloc.h"
+#include "api.h"
 #include "core.h"
+#include "heap.h"
 #include "instrument.h"
 #include "strata.h"
 
@@ -171,12 +172,12 @@ int api_posix_memalign(void **out, size_t alignment, size_t size)
  * has found Valgrind; never the override's own functions calling back here,
  * since those call api_*. */
 static struct {
-    void *(*malloc)(size_t);
-    void (*free)(void *);
-    void *(*calloc)(size_t, size_t);
-    void *(*realloc)(void *, size_t);
-    int (*posix_memalign)(void **, size_t, size_t);
-    size_t (*usable_size)(void *);
+    void *(*allocate)(size_t);                       /* malloc */
+    void (*release)(void *);                         /* free */
+    void *(*allocate_zeroed)(size_t, size_t);        /* calloc */
+    void *(*resize)(void *, size_t);                 /* realloc */
+    int (*allocate_aligned)(void **, size_t, size_t); /* posix_memalign */
+    size_t (*usable_size)(void *);                   /* malloc_usable_size */
     _Atomic int state; /* 0 not looked up, 1 found, 2 not found */
 } process_malloc;
 
@@ -184,14 +185,14 @@ static STRATA_NOINLINE bool process_malloc_found(void)
 {
     int state = atomic_load_explicit(&process_malloc.state, memory_order_acquire);
     if (state == 0) {
-        *(void **)&process_malloc.malloc = os_default_symbol("malloc");
-        *(void **)&process_malloc.free = os_default_symbol("free");
-        *(void **)&process_malloc.calloc = os_default_symbol("calloc");
-        *(void **)&process_malloc.realloc = os_default_symbol("realloc");
-        *(void **)&process_malloc.posix_memalign = os_default_symbol("posix_memalign");
+        *(void **)&process_malloc.allocate = os_default_symbol("malloc");
+        *(void **)&process_malloc.release = os_default_symbol("free");
+        *(void **)&process_malloc.allocate_zeroed = os_default_symbol("calloc");
+        *(void **)&process_malloc.resize = os_default_symbol("realloc");
+        *(void **)&process_malloc.allocate_aligned = os_default_symbol("posix_memalign");
         *(void **)&process_malloc.usable_size = os_default_symbol("malloc_usable_size");
-        bool all = process_malloc.malloc && process_malloc.free && process_malloc.calloc && process_malloc.realloc &&
-                   process_malloc.posix_memalign && process_malloc.usable_size;
+        bool all = process_malloc.allocate && process_malloc.release && process_malloc.allocate_zeroed &&
+                   process_malloc.resize && process_malloc.allocate_aligned && process_malloc.usable_size;
         state = all ? 1 : 2;
         atomic_store_explicit(&process_malloc.state, state, memory_order_release);
     }
@@ -202,20 +203,20 @@ static STRATA_NOINLINE bool process_malloc_found(void)
 
 STRATA_EXPORT void *strata_malloc(size_t size)
 {
-    return UNDER_VALGRIND() ? process_malloc.malloc(size) : alloc_inline(size);
+    return UNDER_VALGRIND() ? process_malloc.allocate(size) : alloc_inline(size);
 }
 
 STRATA_EXPORT void strata_free(void *ptr)
 {
     if (UNDER_VALGRIND())
-        process_malloc.free(ptr);
+        process_malloc.release(ptr);
     else
         free_inline(ptr);
 }
 
 STRATA_EXPORT void *strata_calloc(size_t count, size_t size)
 {
-    return UNDER_VALGRIND() ? process_malloc.calloc(count, size) : api_calloc(count, size);
+    return UNDER_VALGRIND() ? process_malloc.allocate_zeroed(count, size) : api_calloc(count, size);
 }
 
 STRATA_EXPORT size_t strata_usable_size(const void *ptr)
@@ -225,7 +226,7 @@ STRATA_EXPORT size_t strata_usable_size(const void *ptr)
 
 STRATA_EXPORT void *strata_realloc(void *ptr, size_t size)
 {
-    return UNDER_VALGRIND() ? process_malloc.realloc(ptr, size) : api_realloc(ptr, size);
+    return UNDER_VALGRIND() ? process_malloc.resize(ptr, size) : api_realloc(ptr, size);
 }
 
 STRATA_EXPORT void *strata_reallocarray(void *ptr, size_t count, size_t size)
@@ -247,7 +248,7 @@ STRATA_EXPORT void *strata_aligned_alloc(size_t alignment, size_t size)
         return NULL;
     }
     void *p = NULL;
-    int failed = process_malloc.posix_memalign(&p, alignment < sizeof(void *) ? sizeof(void *) : alignment, size);
+    int failed = process_malloc.allocate_aligned(&p, alignment < sizeof(void *) ? sizeof(void *) : alignment, size);
     if (failed != 0)
         errno = failed;
     return failed != 0 ? NULL : p;
@@ -255,6 +256,6 @@ STRATA_EXPORT void *strata_aligned_alloc(size_t alignment, size_t size)
 
 STRATA_EXPORT int strata_posix_memalign(void **out, size_t alignment, size_t size)
 {
-    return UNDER_VALGRIND() ? process_malloc.posix_memalign(out, alignment, size)
+    return UNDER_VALGRIND() ? process_malloc.allocate_aligned(out, alignment, size)
                             : api_posix_memalign(out, alignment, size);
 }

@@ -1,21 +1,114 @@
-/* bins.c: the bins, each thread's cache of free blocks of each class,
- * which is all the inline paths (alloc.h) touch. An empty bin is refilled
- * from the class's current page, a full one flushed by half back to the
- * blocks' pages; a class that swings between the two grows its bin, within
- * the heap's budget, and one left alone shrinks back (layout.h, BIN_BYTES).
- * A block of another live heap, freed by this thread, is kept in its bin
- * too, unread, to be handed out again while warm in this core's cache.
+/* bins.c: the small-block engine behind bins.h. Each thread's bins cache
+ * free blocks of each class in front of its pages: an empty bin is
+ * refilled from the class's current page, a full one flushed by half back
+ * to the blocks' pages; a class that swings between the two grows its bin,
+ * within the heap's budget, and one left alone shrinks back (heap.h,
+ * BIN_BYTES). A block of another live heap, freed by this thread, is kept
+ * in its bin too, unread, to be handed out again while warm in this core's
+ * cache; anything else goes to its owner: the owner's own page at once, or
+ * the owner's remote list, which the owner (or the purger, for an idle
+ * owner) collects, or an exited thread's abandoned segment (segment.c).
  * A bin is its owner's alone, touched by no lock; what lies behind it (the
  * pages' free lists, the current and available pages, the remote list) is
  * touched only under the heap's lock, which a refill and a flush take, so
  * that the purger thread may collect an idle owner's remote frees.
- * Invariants (heap_check): a bin holds `count` blocks, at most `limit`,
- * between its class's base limit and BIN_MAX_BLOCKS; every one is a carved
- * block of an in-use page of its class, counted as used in that page (a
- * page's class and carving do not change while one of its blocks is out,
- * so other heaps' blocks are safe to hold); in checked mode bins have no
- * room, so every call takes the checked slow path. */
+ * Invariants (bins_check): a bin holds `count` blocks, at most `limit`,
+ * between its class's base limit and BIN_MAX_BLOCKS, the limits' growth
+ * summing to bin_growth; every one is a carved block of an in-use page of
+ * its class, counted as used in that page (a page's class and carving do
+ * not change while one of its blocks is out, so other heaps' blocks are
+ * safe to hold); in checked mode bins have no room, so every call takes
+ * the checked slow path. A block on a remote list is tagged BLOCK_REMOTE
+ * in its link (layout.h) and counted as used in its page until the owner
+ * collects it; a closed list (REMOTE_CLOSED) takes no push. */
+#include "bins.h"
 #include "heap_private.h"
+
+/* A bin's limit before it grows (heap.h, BIN_BYTES). */
+static uint32_t bin_base_limit(unsigned class_index)
+{
+    size_t limit = BIN_BYTES / class_size[class_index];
+    return (uint32_t)(limit < BIN_MIN_BLOCKS ? BIN_MIN_BLOCKS : limit > BIN_BASE_MAX_BLOCKS ? BIN_BASE_MAX_BLOCKS : limit);
+}
+
+void bins_init(struct heap *heap)
+{
+    for (unsigned c = 0; c < CLASS_COUNT; c++) {
+        heap->bins[c] = (struct bin){NULL, 0, strata_options.check ? 0 : bin_base_limit(c)};
+        heap->bin_use[c] = 0;
+    }
+    heap->bin_growth = 0;
+    heap->bin_events = 0;
+    heap->bins_aged_at = os_now_ns();
+    atomic_store_explicit(&heap->remote, NULL, memory_order_release);
+}
+
+static void free_to_owner(struct page *page, struct block *block);
+
+/* ---- the bins' invariants -------------------------------------------------- */
+/* One bin: its count, limit and that every block is of a page of this heap
+ * and class, or a carved block of another heap's page of the class. */
+static const char *bin_check(const struct heap *heap, unsigned c)
+{
+    const struct bin *bin = &heap->bins[c];
+    const struct block *bad;
+    size_t length = free_list_length(bin->head, (size_t)bin->limit + 1, &bad);
+    if (bad != NULL)
+        return heap_broken("bin of class %u holds %p, whose words are not a free block's (written after free?)",
+                           c, (const void *)bad);
+    if (length != bin->count || bin->count > bin->limit)
+        return heap_broken("bin of class %u (%u bytes): %zu blocks listed, count %u, limit %u", c,
+                           class_size[c], length, bin->count, bin->limit);
+    for (const struct block *b = bin->head; b != NULL; b = block_link(b)) {
+        const struct segment *segment = segment_of(b);
+        const struct page *page = page_of((struct segment *)segment, b);
+        bool own = atomic_load(&segment->owner) == heap->owner_word;
+        /* Another heap's block (freed here) is in use in its page, whose
+         * class and carving cannot change while it is out. */
+        if (!page->in_use || page->class_index != c || !(own ? page_contains(page, b) : page_surely_carved(page, b)))
+            return heap_broken("bin of class %u holds %p, not a carved block of a page of the class", c,
+                               (const void *)b);
+        const char *broken = free_block_state_check(b, class_size[c]);
+        if (broken != NULL)
+            return broken;
+    }
+    return NULL;
+}
+
+const char *bins_check(const struct heap *heap)
+{
+    const char *broken;
+    size_t growth = 0;
+    for (unsigned c = 0; c < CLASS_COUNT; c++) {
+        if ((broken = bin_check(heap, c)) != NULL)
+            return broken;
+        uint32_t base = strata_options.check ? 0 : bin_base_limit(c);
+        if (heap->bins[c].limit < base || heap->bins[c].limit > BIN_MAX_BLOCKS)
+            return heap_broken("bin of class %u: limit %u outside %u..%u", c, heap->bins[c].limit, base,
+                               BIN_MAX_BLOCKS);
+        growth += (size_t)(heap->bins[c].limit - base) * class_size[c];
+    }
+    if (growth != heap->bin_growth || growth > HEAP_BIN_GROWTH_BYTES)
+        return heap_broken("heap %p: bins grown by %zu bytes, %zu counted (budget %zu)", (const void *)heap,
+                           growth, heap->bin_growth, HEAP_BIN_GROWTH_BYTES);
+    return NULL;
+}
+
+/* The debug build's check at a refill: the bin and the page it came from
+ * (heap lock held; the whole heap now and then: heap_debug_refill). */
+static void bin_debug_refill(const struct heap *heap, unsigned class_index)
+{
+    const char *broken = bin_check(heap, class_index);
+    if (broken == NULL && heap->current[class_index] != &page_empty)
+        broken = page_check(heap->current[class_index]);
+    if (broken != NULL)
+        report_assert(__FILE__, __LINE__, "heap_check at a page refill", "%s", broken);
+}
+
+uint32_t bin_cached_blocks(const struct heap *heap, unsigned class_index)
+{
+    return __atomic_load_n(&heap->bins[class_index].count, __ATOMIC_RELAXED);
+}
 
 /* Makes current[class] a page with a free block: the current one, carved
  * further or given back blocks from the remote list, else an available
@@ -144,7 +237,7 @@ static void *bin_refill_locked(struct heap *heap, unsigned class_index)
     counters_bytes_out((long)page->block_size * (long)moved);
     bins_age(heap);
     if (STRATA_DEBUG_BUILD)
-        heap_debug_refill(heap, class_index);
+        bin_debug_refill(heap, class_index);
     return first;
 }
 
@@ -270,9 +363,7 @@ static bool bin_keep_foreign(struct heap *self, struct page *page, struct block 
         (owner == OWNER_ABANDONED || !(self->bin_use[class_index] & BIN_REFILLED_LATELY)))
         return false;
     struct bin *bin = &self->bins[class_index];
-    if (unlikely(block == bin->head))
-        report_fatal("double free", block);
-    if (bin_link(bin, block))
+    if (bin_push(bin, block))
         heap_bin_flush(self, bin);
     return true;
 }
@@ -294,4 +385,111 @@ void heap_free_block(struct page *page, struct block *block)
     if (unlikely(block_is_free(block)))
         report_fatal("double free", block);
     free_to_owner(page, block);
+}
+
+void heap_free_validated(void *p)
+{
+    struct heap *heap = thread_heap;
+    bool full;
+    struct bin *bin = bin_push_own(heap, p, &full);
+    if (bin == NULL)
+        heap_free_block(page_of(segment_of(p), p), p);
+    else if (unlikely(full))
+        heap_bin_flush(heap, bin);
+}
+
+/* ---- remote frees ---------------------------------------------------------- */
+static void free_to_owner(struct page *page, struct block *block)
+{
+    struct segment *segment = segment_of(block);
+    struct heap *self = thread_heap;
+    uintptr_t owner = atomic_load_explicit(&segment->owner, memory_order_acquire);
+    for (;;) {
+        if (owner == self->owner_word) { /* checked mode's local free, a medium block, or a bad one */
+            if (unlikely(!page_carved(page, block)))
+                report_fatal("free of a block that was never allocated", block);
+            /* Read before the free: it may release the page and its segment. */
+            long size = (long)page->block_size;
+            os_lock_take(&self->lock);
+            page_free_block(self, page, block);
+            os_lock_give(&self->lock);
+            counters_bytes_out(-size);
+            return;
+        }
+        if (owner == OWNER_ABANDONED) {
+            if (abandoned_free_block(page, block))
+                return;
+            owner = atomic_load_explicit(&segment->owner, memory_order_acquire);
+            continue;
+        }
+        struct heap *heap = (struct heap *)(owner & ~OWNER_TAGS);
+        struct block *old = atomic_load_explicit(&heap->remote, memory_order_relaxed);
+        do {
+            if (old == REMOTE_CLOSED)
+                break;
+            if (unlikely(old == block)) /* the same thread's last remote free */
+                report_fatal("double free", block);
+            block_set_next_tagged(block, old, BLOCK_REMOTE);
+        } while (!atomic_compare_exchange_weak_explicit(&heap->remote, &old, block,
+                                                        memory_order_seq_cst, /* against a sleeping purger (purge.c) */
+                                                        memory_order_relaxed));
+        if (old != REMOTE_CLOSED) {
+            purger_ask(); /* to collect it, should the owner stay idle */
+            return;
+        }
+        /* The owner is exiting: its segments are marked abandoned before its
+         * list closes, so the owner word has changed by now. */
+        owner = atomic_load_explicit(&segment->owner, memory_order_acquire);
+    }
+}
+
+void heap_collect_remote(struct heap *heap)
+{
+    if (atomic_load_explicit(&heap->remote, memory_order_relaxed) == NULL)
+        return;
+    struct block *list = atomic_exchange_explicit(&heap->remote, NULL, memory_order_acquire);
+    strata_assert(list != REMOTE_CLOSED);
+    long returned = 0;
+    while (list != NULL) {
+        struct block *next = block_next_tagged(list, BLOCK_REMOTE);
+        struct segment *segment = segment_of(list);
+        struct page *page = page_of(segment, list);
+        if (atomic_load_explicit(&segment->owner, memory_order_relaxed) == heap->owner_word) {
+            /* Only the owner knows how far its page is carved. */
+            if (unlikely(!page_carved(page, list)))
+                report_fatal("free of a block that was never allocated", list);
+            returned += (long)page->block_size;
+            page_free_block(heap, page, list);
+        } else {
+            block_take(list); /* it leaves this list to be freed again elsewhere */
+            free_to_owner(page, list); /* a stale push into a recycled heap */
+        }
+        list = next;
+    }
+    counters_bytes_out(-returned);
+}
+
+bool heap_remote_pending(const struct heap *heap)
+{
+    return atomic_load_explicit(&heap->remote, memory_order_seq_cst) != NULL;
+}
+
+/* The list only grows at its head meanwhile (heap lock held: it is
+ * collected under that lock alone). */
+void heap_remote_for_each(const struct heap *heap, void (*fn)(const struct page *, void *), void *arg)
+{
+    const struct block *b = atomic_load_explicit(&heap->remote, memory_order_acquire);
+    for (; b != NULL; b = block_next_tagged(b, BLOCK_REMOTE))
+        fn(page_of(segment_of(b), b), arg);
+}
+
+void heap_remote_close(struct heap *heap)
+{
+    struct block *late = atomic_exchange_explicit(&heap->remote, REMOTE_CLOSED, memory_order_acq_rel);
+    while (late != NULL) {
+        struct block *next = block_next_tagged(late, BLOCK_REMOTE);
+        block_take(late);
+        heap_free_block(page_of(segment_of(late), late), late);
+        late = next;
+    }
 }

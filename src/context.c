@@ -12,7 +12,7 @@
 #include <string.h>
 
 #define STRATA_BUILDING_LIBRARY 1 /* the out-of-line strata_ctx_alloc */
-#include "alloc.h"
+#include "api.h"
 #include "checkers.h"
 #include "instrument.h"
 #include "report.h"

@@ -1,8 +1,11 @@
-/* core.h: the general allocator's internal prototypes, grouped by the file
- * that defines them, in layer order (a file calls only the files above it
- * in this header, and the base layer's os.h, report.h and options.h). Included by the core's files and
- * the white-box tests only; the arenas see the base layer's headers (os.h,
- * report.h, options.h), the contexts and the override alloc.h.
+/* core.h: the general allocator's layer map and lock order, and the
+ * interface of its layers below the thread heaps (purge.c, segment.c,
+ * large.c) and of the free paths and statistics (free.c, stats.c), grouped
+ * by the file that defines them, in layer order. The thread heaps' own
+ * interface is heap.h's, the engine's bins.h's, start-up's init.h's.
+ * Included by the core's files and the white-box tests only; the arenas
+ * see the base layer's headers (os.h, report.h, options.h), the contexts
+ * and the override api.h.
  *
  * The layer map, bottom to top: a file calls only the files of its own
  * layer or a lower one. It is the one map: tests/test_layers.py reads the
@@ -11,7 +14,7 @@
  *   0 os: os.c
  *   1 base: report.c options.c sizeclass.c counters.c instrument.c
  *   2 segments and pages: purge.c segment.c
- *   3 large blocks and thread heaps: large.c heap.c heap_check.c purge_policy.c pages.c remote.c bins.c lifecycle.c
+ *   3 large blocks and thread heaps: large.c heap.c purge_policy.c pages.c bins.c heap_check.c lifecycle.c
  *   4 free paths: free.c
  *   5 statistics: stats.c
  *   6 start-up and fork: init.c
@@ -133,83 +136,6 @@ void large_lock_all(void);
 void large_unlock_all(void);
 void large_fork_child(void);
 
-/* ---- the thread heaps (heap_private.h lists their files and what only
- * they share) ------------------------------------------------------------ */
-/* heap.c: the pool of heaps */
-extern STRATA_INTERNAL struct page page_empty;
-/* Creates the thread-exit key (start-up, before any heap), whose destructor
- * init.c gives. */
-void heap_threads_init(void (*on_thread_exit)(void *));
-/* How many threads hold a heap now (in a forked child: the forking thread
- * alone, if it held one). */
-unsigned heap_threads_holding(void);
-/* Calls fn on every heap with a thread, holding its lock (with `try_only`,
- * skipping heaps whose lock is busy); returns how many it skipped. Takes
- * no process-wide lock. */
-unsigned heap_for_each_live(void (*fn)(struct heap *, void *), void *arg, bool try_only);
-void heap_lock_all(void);
-void heap_unlock_all(void);
-void heap_fork_child(void);
-
-/* heap_check.c (heap_check itself: checkers.h) */
-/* The debug build's checks at a page refill (the page and the bin), and
- * now and then of the whole heap. */
-void heap_debug_refill(struct heap *heap, unsigned class_index);
-
-/* purge_policy.c */
-/* Purges the slices that have stayed free since the last check, once a
- * delay has passed since it, or everything past the dirty limit; asks for
- * the purger thread when the heap holds enough (heap lock held). */
-void heap_maybe_purge(struct heap *heap);
-/* Purges every dirty slice of the heap now (heap lock held). */
-void heap_purge_dirty(struct heap *heap);
-
-/* pages.c: a heap's pages */
-/* Returns a block to its page, in the heap that owns it (heap lock held). */
-void page_free_block(struct heap *heap, struct page *page, struct block *block);
-/* A medium block of at least `size` bytes (`zero`: zeroed) from the heap's
- * segments; NULL without memory (errno untouched). */
-void *heap_medium_alloc(struct heap *heap, size_t size, bool zero);
-/* Grows the calling thread's own medium block in place to `size` (at most
- * MEDIUM_MAX); false when it is another heap's or has no room after it. */
-bool heap_medium_grow(void *block, size_t size);
-
-/* remote.c: frees to a block's owner */
-/* The blocks other threads pushed onto the heap's remote list go back to
- * their pages (heap lock held: the owner, or the purger for an idle one). */
-STRATA_NOINLINE void heap_collect_remote(struct heap *heap);
-
-/* bins.c: the bins of the inline paths */
-/* Takes a block of a class whose bin is empty, refilling the bin; NULL
- * when no memory is to be had (errno untouched). */
-STRATA_NOINLINE void *heap_bin_refill(struct heap *heap, unsigned class_index);
-/* Returns half of a full bin's blocks to their pages. */
-STRATA_NOINLINE void heap_bin_flush(struct heap *heap, struct bin *bin);
-/* Frees a validated block of a segment from whichever thread calls: into
- * the caller's bin (another live heap's small block), its own page, the
- * owner's remote list, or its abandoned segment. `page` is the block's
- * (page_of). */
-STRATA_NOINLINE void heap_free_block(struct page *page, struct block *block);
-
-/* lifecycle.c: a heap given to a thread, parked, retired, trimmed */
-/* Gives the calling thread a heap (start-up done): the newest one an exited
- * thread parked, else a fresh one; NULL without memory. */
-STRATA_NOINLINE struct heap *heap_acquire(void);
-/* The calling thread's exit (its key's destructor, given the heap): parks
- * the heap for the next thread, or gives it up at once without a purger or
- * purge delay. True when parked: the purger must then run to retire it. */
-bool heap_thread_exit(struct heap *heap);
-/* Gives up the heaps of exited threads parked for longer than the purge
- * delay (`all`: every one), as their threads' exits would have without a
- * purger; whether heaps are still parked. Call with no lock held. */
-bool heap_retire_parked(bool all);
-/* Returns the caller's cached blocks and empty pages, then purges. */
-void heap_trim_own(void);
-/* The purger's step for one heap (heap lock held): the remote frees and
- * empty current pages of an owner idle since the last step go back to its
- * segments, then its aged free slices to the OS (heap_purge_idle). */
-void heap_reclaim_idle(struct heap *heap, void *unused);
-
 /* ---- free.c ----------------------------------------------------------- */
 /* Every free the inline path does not finish, of a pointer anywhere (NULL,
  * a segment's block, a large block, a foreign pointer): alloc.c's
@@ -235,20 +161,5 @@ void stats_init(void);
 /* Appends one sample (time, resident and allocated memory) to
  * STRATA_STATS_FILE: the purger thread's, every STRATA_SAMPLE_MS. */
 void stats_sample(void);
-
-/* ---- init.c: start-up, thread exit, fork, the purger thread ---------- */
-/* Sets the process up (options, thread-exit key, fork handlers); cheap once
- * done. Runs as a constructor at load, or at the first call before it. */
-void strata_init(void);
-/* Starts the purger thread once a heap asked (purger_request); call with
- * no lock held. */
-STRATA_NOINLINE void purger_start(void);
-/* One load, on the slow paths above init.c (and every secure free), that
- * starts the purger once a heap asked. */
-static inline void purger_start_if_wanted(void)
-{
-    if (unlikely(atomic_load_explicit(&purger_request, memory_order_relaxed) == PURGER_REQUESTED))
-        purger_start();
-}
 
 #endif /* STRATA_CORE_H */

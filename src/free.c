@@ -4,9 +4,10 @@
  * start, and checked mode, which sends every free here. Whatever reaches a
  * free list is the start of a block of a page in use, in every mode.
  * The secure flavour's quarantine is here too: the blocks a thread freed
- * wait in it before they are freed for real (layout.h, struct quarantine). */
+ * wait in it before they are freed for real (heap.h, struct quarantine). */
+#include "bins.h"
+#include "block_guards.h"
 #include "core.h"
-#include "secure.h"
 
 /* A pointer into a segment must be the start of a block of a page in use
  * (that it was carved, heap_free_block asks its page's owner): its page, or
@@ -60,14 +61,7 @@ static void quarantine_release(void *p, size_t slot, size_t end)
         canary_check(p, end, &keys);
     if (secure_has(SECURE_FILL))
         fill_block(p, keys.fill, keyed > 2 ? keyed : 2, fill_words(slot));
-    /* The thread's own block goes to its bin, as the inline free puts it. */
-    struct heap *heap = thread_heap;
-    bool full;
-    struct bin *bin = bin_push_own(heap, p, &full);
-    if (bin == NULL)
-        heap_free_block(page_of(segment_of(p), p), p);
-    else if (unlikely(full))
-        heap_bin_flush(heap, bin);
+    heap_free_validated(p);
 }
 
 static void quarantine_release_oldest(struct quarantine *q)

@@ -1,21 +1,21 @@
 /* heap_private.h: what the thread heap's files share and nothing else may
- * call: the pool's operations, the page lists behind the bins, the free to
- * a block's owner and the bins' flush of everything. Included by the files
- * listed below alone (tests/test_layers.py holds them to it); the other
- * layers see the heaps through core.h.
+ * call: the pool's operations, the page lists behind the bins and the
+ * checkers' parts. Included by the files listed below alone
+ * (tests/test_layers.py holds them to it); the other layers see the heaps
+ * through heap.h and the engine through bins.h.
  *
  * The files, bottom to top (each calls only the ones before it):
  *   heap.c          the pool of heaps, the heap each thread holds, walks
- *   heap_check.c    heap_check and its parts
  *   purge_policy.c  when a heap's free slices go back to the OS
  *   pages.c         a heap's pages: lists, frees into them, medium blocks
- *   remote.c        a block freed to the heap that owns it, from any thread
- *   bins.c          the bins the inline paths use: refill, flush, adapt
+ *   bins.c          the small-block engine (bins.h): bins, remote frees
+ *   heap_check.c    heap_check, made of the files' own checkers
  *   lifecycle.c     a heap given to a thread, parked, retired, trimmed */
 #ifndef STRATA_HEAP_PRIVATE_H
 #define STRATA_HEAP_PRIVATE_H
 
 #include "core.h"
+#include "heap.h"
 
 /* ---- heap.c: the pool of heaps ------------------------------------------- */
 /* A heap from the pool (one never used, or one given up), not yet live;
@@ -41,17 +41,6 @@ void heap_parked_retired(unsigned count, bool wait);
 void heap_bind_thread(struct heap *heap);
 /* The calling thread, exiting, holds no heap from now. */
 void heap_unbind_thread(void);
-
-/* A bin's limit before it grows (layout.h, BIN_BYTES). */
-static inline uint32_t bin_base_limit(unsigned class_index)
-{
-    size_t limit = BIN_BYTES / class_size[class_index];
-    return (uint32_t)(limit < BIN_MIN_BLOCKS ? BIN_MIN_BLOCKS : limit > BIN_BASE_MAX_BLOCKS ? BIN_BASE_MAX_BLOCKS : limit);
-}
-
-/* ---- heap_check.c (heap_check itself: checkers.h) ------------------------- */
-/* heap_check's work, for a caller that holds the heap's lock already. */
-const char *heap_check_locked(const struct heap *heap);
 
 /* ---- purge_policy.c ------------------------------------------------------- */
 /* The purger's purge of one heap (heap lock held): its aged free slices,
@@ -79,15 +68,22 @@ static inline void list_remove(struct heap *heap, struct page *page)
  * (heap lock held). */
 STRATA_NOINLINE struct page *heap_page_new_carved(struct heap *heap, unsigned class_index);
 
-/* ---- remote.c: frees to a block's owner -------------------------------- */
-/* A validated block that is not free, to whichever heap owns it: the
- * caller's own page (under its lock, which the caller must not hold), the
- * owner's remote list, or an exited thread's abandoned segment. */
-void free_to_owner(struct page *page, struct block *block);
+/* The checkers' shared parts (checkers.h: a checker returns NULL or a line
+ * naming the broken invariant). */
+/* The line, formatted into the calling thread's buffer. */
+const char *heap_broken(const char *format, ...) __attribute__((format(printf, 1, 2)));
+/* The length of a free list, up to bound + 1; *broken names a block whose
+ * words are not a free block's (the walk stops there). */
+size_t free_list_length(const struct block *block, size_t bound, const struct block **broken);
+/* Whether p is the start of a block the page has carved. */
+bool page_contains(const struct page *page, const void *p);
+/* The secure flavour: a free block's state says it is free (layout.h). */
+const char *free_block_state_check(const struct block *b, size_t slot);
+/* One page's counts and free list. */
+const char *page_check(const struct page *page);
 
-/* ---- bins.c --------------------------------------------------------------- */
-/* Every block of every bin back to its page (the heap's thread exits or
- * trims; heap lock held). */
-void bins_flush_all(struct heap *heap);
+/* ---- heap_check.c (heap_check itself: checkers.h) ------------------------- */
+/* heap_check's work, for a caller that holds the heap's lock already. */
+const char *heap_check_locked(const struct heap *heap);
 
 #endif /* STRATA_HEAP_PRIVATE_H */

@@ -8,7 +8,8 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "core.h"
+#include "bins.h"
+#include "init.h"
 
 static struct once init_once;
 static STRATA_TLS bool init_running_here;
@@ -94,7 +95,7 @@ static void reclaim_idle(struct heap *heap, void *work_left)
     heap_reclaim_idle(heap, NULL);
     /* Sequentially consistent: against a remote push's (purge.c). */
     *(bool *)work_left |= heap->dirty_slices != 0 || heap->parked_at != 0 ||
-                          atomic_load_explicit(&heap->remote, memory_order_seq_cst) != NULL;
+                          heap_remote_pending(heap);
 }
 
 static bool purge_round(void)

@@ -1,8 +1,9 @@
 /* layout.h: how strata's memory is laid out, shared by the core and by the
- * inline paths: the geometry of segments, slices and pages, the structures
- * of segments, pages, bins and heaps, and the pure lookups from a pointer to
- * its segment and page. It declares no function of any layer: the core's
- * are in core.h, the inline paths' in alloc.h. */
+ * thread heaps above them: the geometry of segments, slices and pages, the
+ * encoding of free blocks, the structures of segments and pages, and the
+ * pure lookups from a pointer to its segment and page. It declares no
+ * function of any layer; the thread heap's structure (its bins, pages and
+ * remote list) is heap.h's. */
 #ifndef STRATA_LAYOUT_H
 #define STRATA_LAYOUT_H
 
@@ -12,6 +13,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "options.h"
 #include "os.h"
 #include "platform.h"
 #include "report.h"
@@ -74,29 +76,14 @@ _Static_assert(CACHE_LINE > 4, "a heap's address leaves the tags' bits and OWNER
 _Static_assert(MEDIUM_MAX_SLICES < SLICES_PER_SEGMENT, "a medium page fits a segment beside its header");
 /* (The secure flavour, whose block states leave pages 47 slices, makes no
  * medium page: page_new_medium asserts it.) */
-/* A thread's bin of a class starts with room for about BIN_BYTES of
- * blocks (at least BIN_MIN_BLOCKS, at most BIN_BASE_MAX_BLOCKS). A class
- * whose blocks swing between the bin and its pages (a refill after a flush)
- * grows its bin by half, up to BIN_MAX_BLOCKS, while the heap's growth stays
- * within HEAP_BIN_GROWTH_BYTES; a class neither refilled nor flushed for a
- * purge delay shrinks back by half, its excess blocks going to the pages. */
-#define BIN_BYTES ((size_t)32 * 1024)
-#define BIN_MIN_BLOCKS 4
-#define BIN_BASE_MAX_BLOCKS 256
-#define BIN_MAX_BLOCKS 1024
-#define HEAP_BIN_GROWTH_BYTES ((size_t)2 << 20)
-/* The owner looks at the clock for the shrinking every this many refills
- * and flushes. */
-#define BIN_AGE_EVERY 64
 /* A page is carved into its free list about this many bytes at a time, or
- * BIN_MIN_BLOCKS blocks up to PAGE_CARVE_MAX_BYTES, or one block
- * (segment.c, carve_bytes): what is carved counts against the memory
- * limit (os.h), so bigger blocks are carved a few at a time. */
+ * PAGE_CARVE_MIN_BLOCKS blocks (what a bin refill wants at least, heap.h)
+ * up to PAGE_CARVE_MAX_BYTES, or one block (segment.c, carve_bytes): what
+ * is carved counts against the memory limit (os.h), so bigger blocks are
+ * carved a few at a time. */
 #define PAGE_CARVE_BYTES 4096
+#define PAGE_CARVE_MIN_BLOCKS 4
 #define PAGE_CARVE_MAX_BYTES 16384
-
-/* The remote-free list of a heap whose thread is gone. */
-#define REMOTE_CLOSED ((struct block *)(uintptr_t)1)
 
 /* A free block, on any list (a bin, a page's free list, a remote list):
  * its first word is the link to the next, encoded with one secret; its
@@ -116,14 +103,7 @@ struct block {
     uintptr_t check;
 };
 
-/* Random at start-up (config_init); read-only afterwards. The secure
- * flavour keys freed blocks' contents (fill), the canaries after blocks and
- * large blocks' size words with three more. */
-struct block_secrets {
-    uintptr_t link, check;
-    uintptr_t fill, canary, size;
-};
-extern STRATA_INTERNAL struct block_secrets block_secret;
+/* (The secrets, block_secret, are made at start-up: options.h.) */
 
 /* The link, unchecked. */
 static inline struct block *block_link(const struct block *b)
@@ -274,81 +254,6 @@ struct segment {
 
 _Static_assert(sizeof(struct segment) <= SLICE_SIZE, "the segment header fits in slice 0");
 
-/* A thread's cache of free blocks of one class, in front of the pages.
- * Invariant: the list holds `count` <= `limit` blocks of pages the heap owns. */
-struct bin {
-    struct block *head;
-    uint32_t count;
-    uint32_t limit; /* 0 in checked mode: every call goes to the pages */
-};
-
-/* The secure flavour's quarantine (free.c): blocks the thread freed, oldest
- * first from `head`, each with its slot and the slack after its usable end
- * (where its canary is, secure.h: less than 64 KiB, as a block's state
- * records), freed for real once more than
- * STRATA_QUARANTINE_BLOCKS or STRATA_QUARANTINE_KB wait. Every block in it
- * is keyed (the words of its first line secure.h's freed_key_words names)
- * and counted as used in its page.
- * `count` and `bytes` are read by statistics from other threads. One slot
- * in the default flavour, never used. */
-#define QUARANTINE_MAX_BLOCKS 2048
-#define QUARANTINE_SLOTS (secure_has(SECURE_QUARANTINE) ? QUARANTINE_MAX_BLOCKS : 1)
-struct quarantine {
-    uint32_t head, count;
-    size_t bytes;
-    void *block[QUARANTINE_SLOTS];
-    uint32_t slot[QUARANTINE_SLOTS];
-    uint16_t slack[QUARANTINE_SLOTS];
-};
-
-/* What a bin did: its last refill or flush, whether it did either since
- * the heap last aged its bins, and whether it was refilled since then (the
- * thread allocates blocks of the class). */
-enum { BIN_REFILLED = 1, BIN_FLUSHED = 2, BIN_ACTIVE = 4, BIN_REFILLED_LATELY = 8 };
-
-struct heap {
-    struct bin bins[CLASS_COUNT];
-    struct page *current[CLASS_COUNT]; /* the page bins refill from */
-    struct page *available[CLASS_COUNT]; /* pages with free blocks */
-    /* Invariant: bin_growth is the sum over classes of (limit - base limit)
-     * times the class size, at most HEAP_BIN_GROWTH_BYTES. */
-    size_t bin_growth;
-    uint64_t bins_aged_at;        /* when the owner last aged its bins */
-    uint32_t bin_events;          /* refills and flushes since it looked at the clock */
-    uint8_t bin_use[CLASS_COUNT]; /* BIN_* of each class since then */
-    /* Blocks freed by other threads: on a line of its own, which those
-     * threads write, so the owner's other fields do not bounce with it. */
-    _Alignas(CACHE_LINE) _Atomic(struct block *) remote;
-    _Alignas(CACHE_LINE) struct segment *segments;
-    /* The owner's refills and flushes, and their count when the purger
-     * last looked: unchanged, the owner has been idle for a round and the
-     * purger takes back what others freed to it (heap lock). */
-    uint64_t slow_calls, slow_calls_seen;
-    size_t dirty_slices;
-    uint64_t purge_epoch;                /* time of the last purge check */
-    uint64_t refills;                    /* debug build: refills since the last full check */
-    struct heap *next_free;              /* the heap pool's free list (pool lock) */
-    _Atomic(struct heap *) next_all;     /* every heap ever made; never unlinked */
-    bool live;                           /* a thread owns it, or it is parked (heap lock) */
-    /* When its thread exited, leaving it whole for the next thread; 0 while
-     * a thread owns it (heap lock). */
-    uint64_t parked_at;
-    uintptr_t owner_word;                /* what this heap writes as owner */
-    struct quarantine quarantine;        /* the owner's alone (secure flavour) */
-    /* Guards everything behind the bins: the heap's segments (their list,
-     * slice masks, dirty counts), its pages (free lists, current and
-     * available pages), the collection of its remote list, and `live`:
-     * held by the owner on its slow paths (refill, flush, page taken or
-     * released), and by the purger and statistics from other threads. Bins
-     * are the owner's alone and never need it. */
-    struct os_lock lock;
-};
-
-/* The calling thread's heap, or &heap_empty before its first allocation
- * (heap.c). */
-extern STRATA_INTERNAL struct heap heap_empty;
-extern STRATA_INTERNAL STRATA_TLS struct heap *thread_heap;
-
 /* ---- The segment map and pointer lookups --------------------------------
  * A byte per SEGMENT_SIZE region of the 47-bit address space says whether a
  * segment is there. The bytes lie in leaves, one per 4 GiB of address space
@@ -491,43 +396,6 @@ static inline bool page_surely_carved(const struct page *page, const void *p)
 {
     uint32_t capacity = __atomic_load_n(&page->capacity, __ATOMIC_RELAXED);
     return (size_t)((const char *)p - page->start) < (size_t)capacity * page->block_size;
-}
-
-/* A free block onto a bin's list, counted; whether the bin is now past its
- * limit (the caller flushes it). The count is compared as computed: read
- * back after counter_set's atomic store, it would be loaded again. */
-static STRATA_ALWAYS_INLINE bool bin_link(struct bin *bin, struct block *block)
-{
-    block_set_next(block, bin->head);
-    bin->head = block;
-    uint32_t count = bin->count + 1;
-    counter_set(&bin->count, count);
-    return count > bin->limit;
-}
-
-/* A free into the thread's own bin, the inline free's and the quarantine's:
- * the bin, its count raised, with *full set when it is past its limit (the
- * caller flushes it), or NULL when p is not the start of a block the heap's
- * page has carved.
- * Only the start of a carved block goes on (the key of its offset is below
- * the slice's carved key); anything else takes the caller's slow path,
- * which reports it, so no other pointer reaches a free list. (Only the
- * owner carves, so only the owner reads the carved key here.) */
-static STRATA_ALWAYS_INLINE struct bin *bin_push_own(struct heap *heap, void *p, bool *full)
-{
-    struct segment *segment = segment_of(p);
-    uintptr_t owner = atomic_load_explicit(&segment->owner, memory_order_relaxed);
-    uint32_t offset = (uint32_t)((uintptr_t)p & SEGMENT_MASK);
-    const struct slice *slice = &segment->slices[offset >> SLICE_SHIFT];
-    if (likely(owner == (uintptr_t)heap) && likely(slice_holds_block(slice, offset))) {
-        struct bin *bin = &heap->bins[slice->class_index];
-        struct block *block = p;
-        if (unlikely(block == bin->head))
-            report_fatal("double free", p);
-        *full = bin_link(bin, block);
-        return bin;
-    }
-    return NULL;
 }
 
 /* The usable size of a block in a segment, 0 when its page holds no class

@@ -12,6 +12,7 @@
  * given up owns no segment, and its remote list is closed. */
 #include <pthread.h>
 
+#include "bins.h"
 #include "checkers.h"
 #include "heap_private.h"
 
@@ -51,19 +52,14 @@ struct heap *heap_acquire(void)
     for (size_t c = 0; c < CLASS_COUNT; c++) {
         heap->current[c] = &page_empty;
         heap->available[c] = NULL;
-        heap->bins[c] = (struct bin){NULL, 0, strata_options.check ? 0 : bin_base_limit(c)};
-        heap->bin_use[c] = 0;
     }
-    heap->bin_growth = 0;
-    heap->bin_events = 0;
-    heap->bins_aged_at = os_now_ns();
     heap->segments = NULL;
     heap->dirty_slices = 0;
     heap->refills = 0;
     heap->purge_epoch = os_now_ns();
     heap->next_free = NULL;
     heap->owner_word = (uintptr_t)heap | (strata_options.check ? OWNER_CHECK_TAG : 0);
-    atomic_store_explicit(&heap->remote, NULL, memory_order_release);
+    bins_init(heap);
     /* Live (visible to the purger and statistics) only once initialised. */
     os_lock_take(&heap->lock);
     heap->live = true;
@@ -136,13 +132,7 @@ static void heap_abandon(struct heap *heap)
     strata_assert(heap->segments == NULL && heap->dirty_slices == 0);
     /* From here every free of this heap's blocks takes the abandoned path;
      * closing the list sends late remote frees there too. */
-    struct block *late = atomic_exchange_explicit(&heap->remote, REMOTE_CLOSED, memory_order_acq_rel);
-    while (late != NULL) {
-        struct block *next = block_next_tagged(late, BLOCK_REMOTE);
-        block_take(late);
-        heap_free_block(page_of(segment_of(late), late), late);
-        late = next;
-    }
+    heap_remote_close(heap);
     os_lock_give(&heap->lock);
     heap_pool_put(heap);
 }
@@ -204,8 +194,7 @@ void heap_reclaim_idle(struct heap *heap, void *unused)
      * itself.) */
     if (heap->slow_calls == heap->slow_calls_seen) {
         size_t dirty = heap->dirty_slices;
-        if (atomic_load_explicit(&heap->remote, memory_order_relaxed) != NULL)
-            heap_collect_remote(heap);
+        heap_collect_remote(heap);
         current_release_empty(heap);
         if (heap->dirty_slices > dirty)
             heap_purge_dirty(heap);

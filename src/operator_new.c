@@ -26,7 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "alloc.h"
+#include "api.h"
 #include "os.h"
 #include "report.h"
 #include "strata.h"

@@ -16,8 +16,6 @@
 #include "options.h"
 #include "os.h"
 #include "report.h"
-#include "layout.h"
-#include "secure.h"
 #include "sizeclass.h"
 #include "strata.h"
 
@@ -243,13 +241,6 @@ void once_end(struct once *once, bool *running_here)
 }
 
 struct block_secrets block_secret;
-STRATA_TLS uint64_t secure_random_state;
-
-uint64_t secure_random_seed(void)
-{
-    return os_random() | 1; /* xorshift's state is never 0 */
-}
-
 static struct once config_once;
 static STRATA_TLS bool config_running_here;
 

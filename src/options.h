@@ -36,6 +36,19 @@ struct options {
     bool purger_at_start;
 };
 extern STRATA_INTERNAL struct options strata_options;
+/* STRATA_QUARANTINE_BLOCKS's largest value: the slots of each thread's
+ * quarantine (heap.h). */
+#define QUARANTINE_MAX_BLOCKS 2048
+
+/* The secrets free blocks are encoded with (layout.h, struct block), random
+ * at start-up (config_init) and read-only afterwards. The secure flavour
+ * keys freed blocks' contents (fill), the canaries after blocks and large
+ * blocks' size words with three more. */
+struct block_secrets {
+    uintptr_t link, check;
+    uintptr_t fill, canary, size;
+};
+extern STRATA_INTERNAL struct block_secrets block_secret;
 /* How the library names itself where it says what it is: the version, then
  * this ("" in the default flavour). */
 #define STRATA_FLAVOUR (STRATA_SECURE_BUILD ? " (secure flavour)" : "")

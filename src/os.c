@@ -329,6 +329,13 @@ uint64_t os_random(void)
     return value;
 }
 
+STRATA_TLS uint64_t thread_random_state;
+
+uint64_t thread_random_seed(void)
+{
+    return os_random() | 1; /* xorshift's state is never 0 */
+}
+
 uint64_t os_now_ns(void)
 {
     struct timespec now;

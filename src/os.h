@@ -100,6 +100,22 @@ size_t os_resident_bytes(void);
 /* 64 random bits from the kernel (a mix of the clock and addresses if it
  * has none to give). */
 uint64_t os_random(void);
+/* The thread's random numbers (xorshift, seeded from os_random at its first
+ * use): not for secrets, for orders an attacker should not predict (the
+ * secure flavour's carving order). */
+extern STRATA_INTERNAL STRATA_TLS uint64_t thread_random_state;
+uint64_t thread_random_seed(void);
+static inline uint64_t thread_random(void)
+{
+    uint64_t x = thread_random_state;
+    if (unlikely(x == 0))
+        x = thread_random_seed();
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    thread_random_state = x;
+    return x;
+}
 /* Monotonic time in nanoseconds (a vDSO call, no system call). */
 uint64_t os_now_ns(void);
 void os_sleep_ns(uint64_t ns);

@@ -5,7 +5,7 @@
 #include <stddef.h>
 #include <unistd.h>
 
-#include "alloc.h"
+#include "api.h"
 #include "os.h"
 #include "strata.h"
 

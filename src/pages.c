@@ -12,6 +12,8 @@
  * block and every block carved; its free list holds capacity - used
  * blocks; a page whose last block comes back is released, unless current. */
 #include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "heap_private.h"
@@ -151,4 +153,74 @@ bool heap_medium_grow(void *block, size_t size)
     if (grown)
         counters_bytes_out((long)page->block_size - (long)old_size);
     return grown;
+}
+
+/* ---- the checkers' shared parts (heap_check.c, bins.c) ---------------------- */
+static STRATA_TLS char broken_line[224];
+
+const char *heap_broken(const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    vsnprintf(broken_line, sizeof broken_line, format, args);
+    va_end(args);
+    return broken_line;
+}
+
+/* The length of a free list, up to bound + 1; *broken names a block whose
+ * words are not a free block's (the walk stops there). */
+size_t free_list_length(const struct block *block, size_t bound, const struct block **broken)
+{
+    size_t n = 0;
+    *broken = NULL;
+    for (; block != NULL && n <= bound; block = block_link(block)) {
+        if (!block_is_free(block)) {
+            *broken = block;
+            break;
+        }
+        n++;
+    }
+    return n;
+}
+
+bool page_contains(const struct page *page, const void *p)
+{
+    size_t offset = (size_t)((const char *)p - page->start);
+    return (const char *)p >= page->start && offset % page->block_size == 0 &&
+           offset / page->block_size < page->capacity;
+}
+
+/* The secure flavour: a free block's state says it is free (layout.h). */
+const char *free_block_state_check(const struct block *b, size_t slot)
+{
+    if (STRATA_SECURE_BUILD && *block_state(b, slot) != 0)
+        return heap_broken("free block %p has the state %u of a block handed out", (const void *)b,
+                      *block_state(b, slot));
+    return NULL;
+}
+
+/* One page's counts and free list. */
+const char *page_check(const struct page *page)
+{
+    const char *broken;
+    if (page->used > page->capacity || page->capacity > page->reserved)
+        return heap_broken("page %p: used %u, capacity %u, reserved %u", (const void *)page, page->used,
+                      page->capacity, page->reserved);
+    const struct block *bad;
+    size_t length = free_list_length(page->free, page->capacity, &bad);
+    if (bad != NULL)
+        return heap_broken("page %p: free list holds %p, whose words are not a free block's (written after free?)",
+                      (const void *)page, (const void *)bad);
+    if (length != page->capacity - page->used)
+        return heap_broken("page %p: free list of %zu%s blocks, capacity - used is %u",
+                      (const void *)page, length, length > page->capacity ? "+" : "",
+                      page->capacity - page->used);
+    for (const struct block *b = page->free; b != NULL; b = block_link(b)) {
+        if (!page_contains(page, b))
+            return heap_broken("page %p: free list holds %p, not one of its carved blocks",
+                          (const void *)page, (const void *)b);
+        if ((broken = free_block_state_check(b, page->block_size)) != NULL)
+            return broken;
+    }
+    return NULL;
 }

@@ -1,7 +1,7 @@
 /* secure.c: the secure flavour's allocation calls (libstrata-secure), which
- * alloc.h's inline paths and api.c send every allocation and free to in
+ * api.h's inline paths and api.c send every allocation and free to in
  * that flavour. They run over the default flavour's heaps and large blocks
- * and add what secure.h describes:
+ * and add what block_guards.h describes:
  * - a small block handed out has its keys checked (a write after free
  *   while it was free is reported), its state set (layout.h) and a canary
  *   at its usable end;
@@ -20,7 +20,9 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "block_guards.h"
 #include "core.h"
+#include "init.h"
 #include "secure.h"
 
 /* The largest size a small block holds with its tail. */

@@ -11,8 +11,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "block_guards.h"
 #include "core.h"
-#include "secure.h"
+#include "heap.h"
 
 _Atomic(_Atomic(uint8_t) *) segment_map_root[SEGMENT_MAP_ROOT];
 
@@ -178,17 +179,17 @@ static bool prefix_charge(struct segment *segment, const char *start, size_t byt
 }
 
 /* How many blocks of `size` a page carves at once: an OS page of them, or
- * BIN_MIN_BLOCKS for a bin to hold. Under a memory limit no more than
+ * PAGE_CARVE_MIN_BLOCKS for a bin to hold. Under a memory limit no more than
  * PAGE_CARVE_MAX_BYTES of them, or one: a page charges only what it has
  * carved, and blocks carved but never handed out are what a tight limit
  * loses (layout.h). */
 static size_t carve_count(size_t size)
 {
     size_t count = PAGE_CARVE_BYTES / size;
-    if (likely(count >= BIN_MIN_BLOCKS))
+    if (likely(count >= PAGE_CARVE_MIN_BLOCKS))
         return count;
-    if (!os_limited() || BIN_MIN_BLOCKS * size <= PAGE_CARVE_MAX_BYTES)
-        return BIN_MIN_BLOCKS;
+    if (!os_limited() || PAGE_CARVE_MIN_BLOCKS * size <= PAGE_CARVE_MAX_BYTES)
+        return PAGE_CARVE_MIN_BLOCKS;
     count = PAGE_CARVE_MAX_BYTES / size;
     return count != 0 ? count : 1;
 }
@@ -286,7 +287,7 @@ struct page *page_new(struct heap *heap, unsigned class_index, bool may_map)
         return NULL;
     page->block_size = class_size[class_index];
     page->reserved = (uint32_t)(length * SLICE_SIZE / page->block_size);
-    strata_assert_cmp(page->reserved, >=, BIN_MIN_BLOCKS);
+    strata_assert_cmp(page->reserved, >=, PAGE_CARVE_MIN_BLOCKS);
     return page;
 }
 
@@ -346,7 +347,7 @@ static void carve_shuffled(struct page *page, char *first, size_t count)
     for (size_t i = 0; i < count; i++)
         order[i] = (uint16_t)i;
     for (size_t i = count - 1; i > 0; i--) {
-        size_t j = (size_t)(secure_random() % (i + 1));
+        size_t j = (size_t)(thread_random() % (i + 1));
         uint16_t swap = order[i];
         order[i] = order[j];
         order[j] = swap;

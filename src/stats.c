@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bins.h"
 #include "core.h"
 #include "strata.h"
 
@@ -36,20 +37,16 @@ static void count_segment(const struct segment *s, void *arg)
 
 /* A heap's remote list holds blocks the program has freed, which its
  * owner (or the purger, for an idle one) has not collected yet: not in use,
- * but kept. The list only grows at its head meanwhile (heap lock held: it
- * is collected under that lock alone). */
-static void count_remote(const struct heap *heap, struct strata_stats *stats)
+ * but kept (heap lock held). */
+static void count_remote(const struct page *page, void *arg)
 {
-    const struct block *b = atomic_load_explicit(&heap->remote, memory_order_acquire);
-    for (; b != NULL; b = block_next_tagged(b, BLOCK_REMOTE)) {
-        const struct page *page = page_of(segment_of(b), b);
-        if (page->class_index == CLASS_MEDIUM) {
-            stats->large_blocks--;
-            stats->large_bytes -= page->block_size;
-        } else {
-            stats->size_class[page->class_index].blocks_in_use--;
-            stats->cached += page->block_size;
-        }
+    struct strata_stats *stats = arg;
+    if (page->class_index == CLASS_MEDIUM) {
+        stats->large_blocks--;
+        stats->large_bytes -= page->block_size;
+    } else {
+        stats->size_class[page->class_index].blocks_in_use--;
+        stats->cached += page->block_size;
     }
 }
 
@@ -77,11 +74,11 @@ static void count_heap(struct heap *heap, void *arg)
     /* Bins change on the owner's inline paths, outside the lock: an owner
      * that runs makes these figures approximate, as documented. */
     for (unsigned c = 0; c < CLASS_COUNT; c++) {
-        size_t n = __atomic_load_n(&heap->bins[c].count, __ATOMIC_RELAXED);
+        size_t n = bin_cached_blocks(heap, c);
         stats->size_class[c].blocks_in_use -= n;
         stats->cached += n * class_size[c];
     }
-    count_remote(heap, stats);
+    heap_remote_for_each(heap, count_remote, stats);
     counting->quarantined->blocks += __atomic_load_n(&heap->quarantine.count, __ATOMIC_RELAXED);
     counting->quarantined->bytes += __atomic_load_n(&heap->quarantine.bytes, __ATOMIC_RELAXED);
 }

@@ -8,6 +8,7 @@
 
 #include "check.h"
 #include "checkers.h"
+#include "bins.h"
 #include "core.h"
 #include "strata.h"
 

@@ -2,7 +2,10 @@
 object files ($BUILD/obj/*.o and the secure flavour's $BUILD/obj-secure/*.o,
 via nm), must keep its layering: calls go down only (an object uses symbols
 of its own layer or lower ones), the call graph
-has no cycle, and the sources keep to their allowed includes. Prints the
+has no cycle, and the sources keep to their allowed includes. The graph of
+sources and headers has no cycle either (a header's inline calls and its
+includes count, a source and its header being one file), and no file but
+the small-block engine's touches a bin or a remote list. Prints the
 graph for a reader and the "checks: N passed, N failed" line that
 tests/run.sh adds up. `--graph` prints only the graph and its cycles."""
 import glob
@@ -45,10 +48,10 @@ ALLOWED_PAIRS = set()
 INCLUDE_RULES = {
     "arena.c": ["os.h", "report.h", "options.h", "instrument.h", "platform.h",
                 "checkers.h", "strata.h"],
-    "context.c": ["alloc.h", "report.h", "instrument.h", "platform.h",
+    "context.c": ["api.h", "report.h", "instrument.h", "platform.h",
                   "checkers.h", "strata.h"],
-    "override.c": ["alloc.h", "os.h", "platform.h", "strata.h"],
-    "operator_new.c": ["alloc.h", "os.h", "report.h", "platform.h", "strata.h"],
+    "override.c": ["api.h", "os.h", "platform.h", "strata.h"],
+    "operator_new.c": ["api.h", "os.h", "report.h", "platform.h", "strata.h"],
 }
 # Headers no file in src/ may include.
 FORBIDDEN_HEADERS = ["internal.h"]
@@ -266,6 +269,111 @@ def check_objects(folder, layer_of, bad_pairs):
         print_graph(arrows, found)
 
 
+# ---- the graph of sources and headers --------------------------------------
+# One node per file, a source and the headers of its name being one (x.c,
+# x.h and x_private.h), a header without a source its own. Arrows: an include; a source's
+# use of a symbol another node's object alone defines (nm); a header's
+# inline code calling a function another node defines (a declaration is no
+# arrow: a header may declare its subsystem's functions, never call upward;
+# nor is the read of a variable, such as the segment map's root, which
+# layout.h describes and segment.c defines).
+INLINE_START = re.compile(r"\bstatic\b[^;{}()]*\binline\b[^;{}]*\([^;{}]*\)\s*\{")
+
+
+def strip_comments(text):
+    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
+    text = re.sub(r"//[^\n]*", " ", text)
+    return re.sub(r'"(?:\\.|[^"\\])*"', '""', text)
+
+
+def inline_bodies(text):
+    """The text of every static inline function's body in a header."""
+    bodies = []
+    for m in INLINE_START.finditer(text):
+        depth, i = 1, m.end()
+        while depth and i < len(text):
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            i += 1
+        bodies.append(text[m.end():i])
+    return bodies
+
+
+def node_of(filename):
+    """x.c, x.h and x_private.h are node x (when x.c exists)."""
+    stem, ext = os.path.splitext(filename)
+    if stem.endswith("_private"):
+        stem = stem[:-len("_private")]
+    return stem if ext == ".c" or os.path.exists(os.path.join(SRC, stem + ".c")) else filename
+
+
+def source_graph():
+    """arrows[node] = {node: reason}, over src/'s sources and headers."""
+    definers, functions, used = {}, set(), {}
+    for folder in OBJ_DIRS:
+        for path in glob.glob(os.path.join(BUILD, folder, "*.o")):
+            name = os.path.basename(path)[:-2]
+            for symbol in nm(["--defined-only", "-g"], path):
+                definers.setdefault(symbol, set()).add(name)
+            functions.update(nm(["--defined-only", "-g", "--format=posix"], path) & set())
+            out = subprocess.run(["nm", "--defined-only", "-g", path], capture_output=True, text=True, check=True).stdout
+            functions.update(line.split()[-1] for line in out.splitlines() if line.split()[-2:-1] in (["T"], ["W"]))
+            used.setdefault(name, set()).update(nm(["-u"], path))
+    arrows = {}
+    for path in sorted(glob.glob(os.path.join(SRC, "*.c")) + glob.glob(os.path.join(SRC, "*.h"))):
+        filename = os.path.basename(path)
+        node = node_of(filename)
+        out = arrows.setdefault(node, {})
+        for header in includes(path):
+            if os.path.exists(os.path.join(SRC, header)) and node_of(header) != node:
+                out.setdefault(node_of(header), "includes %s" % header)
+        if filename.endswith(".c"):
+            for symbol in used.get(filename[:-2], ()):
+                for definer in definers.get(symbol, ()):
+                    if definer != node:
+                        out.setdefault(definer, "uses %s" % symbol)
+        else:
+            with open(path, encoding="utf-8") as f:
+                text = strip_comments(f.read())
+            for body in inline_bodies(text):
+                for word in set(re.findall(r"[A-Za-z_]\w*", body)) & functions:
+                    for definer in definers.get(word, ()):
+                        if definer != node:
+                            out.setdefault(definer, "%s's inline code names %s" % (filename, word))
+    for node in list(arrows):
+        for target in arrows[node]:
+            arrows.setdefault(target, {})
+    return arrows
+
+
+def check_source_graph():
+    arrows = source_graph()
+    lines = []
+    for component in cycles(arrows):
+        lines.append("cycle: " + " ".join(component))
+        lines += ["  %s -> %s (%s)" % (a, b, arrows[a][b]) for a in component
+                  for b in sorted(arrows[a]) if b in component]
+    check(arrows and not lines, "the graph of sources and headers has no cycle", lines)
+
+
+# The small-block engine (src/bins.h, src/bins.c): no other file touches a
+# bin or a remote list, so that another engine swaps in behind bins.h
+# (heap.h defines the fields, within struct heap).
+ENGINE_FILES = ["bins.c", "bins.h", "heap.h"]
+ENGINE_FIELDS = re.compile(r"(?:->|\.)\s*(bins|remote|bin_use|bin_growth|bins_aged_at|bin_events)\b")
+
+
+def check_engine_boundary():
+    touched = []
+    for path in sorted(glob.glob(os.path.join(SRC, "*.[ch]"))):
+        if os.path.basename(path) in ENGINE_FILES:
+            continue
+        with open(path, encoding="utf-8") as f:
+            text = strip_comments(f.read())
+        for m in ENGINE_FIELDS.finditer(text):
+            touched.append("src/%s:%d: %s" % (os.path.basename(path), text.count("\n", 0, m.start()) + 1, m.group(0)))
+    check(not touched, "only the engine's files (%s) touch a bin or a remote list" % ", ".join(ENGINE_FILES), touched)
+
+
 def main():
     if "--graph" in sys.argv[1:]:
         objects = sorted(glob.glob(os.path.join(BUILD, OBJ_DIRS[0], "*.o")))
@@ -299,6 +407,8 @@ def main():
         check(not users, "no file in src/ includes %s" % header,
               ["src/%s includes %s" % (u, header) for u in users])
 
+    check_source_graph()
+    check_engine_boundary()
     print("checks: %d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
 

@@ -10,7 +10,7 @@
 
 #include "check.h"
 #include "checkers.h"
-#include "layout.h"
+#include "heap.h"
 #include "platform.h"
 #include "strata.h"
 

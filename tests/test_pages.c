@@ -13,6 +13,7 @@
 
 #include "check.h"
 #include "checkers.h"
+#include "bins.h"
 #include "core.h"
 #include "strata.h"
 
@@ -496,7 +497,7 @@ static void test_refill_checkpoint(void)
         return;
     struct outcome o = check_spawn("corrupt-page", "");
     CHECK(aborted(&o));
-    CHECK(strstr(o.output, "strata: invariant broken at src/heap_check.c:") != NULL &&
+    CHECK(strstr(o.output, "strata: invariant broken at src/bins.c:") != NULL &&
           strstr(o.output, "heap_check at a page refill") != NULL);
     if (!(WIFSIGNALED(o.status)))
         fprintf(stderr, "child said: %s\n", o.output);

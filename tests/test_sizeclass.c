@@ -4,6 +4,7 @@
  * where the secure flavour keeps each block's state (layout.h). */
 #include "check.h"
 #include "checkers.h"
+#include "bins.h"
 #include "core.h"
 
 /* The secure flavour's block states: segments filled with pages of random

@@ -1,0 +1,124 @@
+/* bins.h: the small-block engine, one interface: each thread's bins of free
+ * blocks in front of its pages, and the way a freed block goes home. Its
+ * inline calls are all that the allocation and free fast paths (alloc.h)
+ * and the secure flavour's hand-out use; its out-of-line calls (bins.c)
+ * refill and flush bins, free a block from any thread to where it belongs
+ * (the caller's bin, its owner's page, the owner's remote list, an
+ * abandoned segment) and collect remote lists. No other file touches a
+ * bin or a remote list (tests/test_layers.py holds them to that), so
+ * another engine swaps in behind these calls. */
+#ifndef STRATA_BINS_H
+#define STRATA_BINS_H
+
+#include "heap.h"
+
+/* ---- the inline paths ----------------------------------------------------
+ * An allocation pops its class's bin, a free pushes onto it; each makes
+ * exactly the checks its comment lists and leaves for bins.c (through the
+ * caller's slow path) on anything else. */
+
+/* A block from the calling thread's bin of the class, or NULL when the bin
+ * is empty. Checks: the bin is not empty; the block's link word agrees with
+ * its check word (block_next: a write after free or a double free that
+ * reached the list is reported before its link is followed). */
+static STRATA_ALWAYS_INLINE void *bin_pop(unsigned class_index)
+{
+    struct bin *bin = &thread_heap->bins[class_index];
+    struct block *block = bin->head;
+    if (likely(block != NULL)) {
+        bin->head = block_next(block);
+        block_take(block);
+        counter_set(&bin->count, bin->count - 1);
+    }
+    return block;
+}
+
+/* A free block onto a bin's list, counted; whether the bin is now past its
+ * limit (the caller flushes it). The one check: the block is not the bin's
+ * newest (a block freed twice in a row is reported at its second free; one
+ * deeper in the list is found by the pop or flush that meets it again, its
+ * check word cleared by its hand-out). The count is compared as computed:
+ * read back after counter_set's atomic store, it would be loaded again. */
+static STRATA_ALWAYS_INLINE bool bin_push(struct bin *bin, struct block *block)
+{
+    if (unlikely(block == bin->head))
+        report_fatal("double free", block);
+    block_set_next(block, bin->head);
+    bin->head = block;
+    uint32_t count = bin->count + 1;
+    counter_set(&bin->count, count);
+    return count > bin->limit;
+}
+
+/* The local-or-elsewhere decision of every free, made here once: a block
+ * of the calling heap's own pages goes into its bin; the bin, its count
+ * raised, with *full set when it is past its limit (the caller flushes
+ * it), or NULL when the block is not the heap's to take inline (the
+ * caller's slow path then frees it through heap_free_block, or reports it).
+ * Checks, for a pointer the caller knows lies in a segment: the segment's
+ * owner word is the heap's own (never in checked mode, whose word is
+ * tagged); the pointer is the start of a block the page has carved (the
+ * key of its offset below the slice's carved key: anything else, reported
+ * on the slow path, never reaches a list; only the owner carves, so only
+ * the owner reads that key here); bin_push's. */
+static STRATA_ALWAYS_INLINE struct bin *bin_push_own(struct heap *heap, void *p, bool *full)
+{
+    struct segment *segment = segment_of(p);
+    uintptr_t owner = atomic_load_explicit(&segment->owner, memory_order_relaxed);
+    uint32_t offset = (uint32_t)((uintptr_t)p & SEGMENT_MASK);
+    const struct slice *slice = &segment->slices[offset >> SLICE_SHIFT];
+    if (likely(owner == (uintptr_t)heap) && likely(slice_holds_block(slice, offset))) {
+        struct bin *bin = &heap->bins[slice->class_index];
+        *full = bin_push(bin, p);
+        return bin;
+    }
+    return NULL;
+}
+
+/* ---- bins.c: refills, flushes and frees from anywhere -------------------- */
+/* A new heap's bins, empty at their base limits, and its remote list. */
+void bins_init(struct heap *heap);
+/* Takes a block of a class whose bin is empty, refilling the bin; NULL
+ * when no memory is to be had (errno untouched). */
+STRATA_NOINLINE void *heap_bin_refill(struct heap *heap, unsigned class_index);
+/* Returns half of a full bin's blocks to their pages. */
+STRATA_NOINLINE void heap_bin_flush(struct heap *heap, struct bin *bin);
+/* Frees a validated block of a segment from whichever thread calls: into
+ * the caller's bin (another live heap's small block), its own page, the
+ * owner's remote list, or its abandoned segment. `page` is the block's
+ * (page_of). */
+STRATA_NOINLINE void heap_free_block(struct page *page, struct block *block);
+/* Frees a block the caller validated (the start of a block handed out)
+ * wherever it belongs: the calling thread's bin (flushed when full) or
+ * heap_free_block. */
+void heap_free_validated(void *p);
+/* Every block of every bin back to its page (the heap's thread exits or
+ * trims; heap lock held). */
+void bins_flush_all(struct heap *heap);
+/* Blocks the heap's bin of the class holds now (approximate while its
+ * owner runs: statistics). */
+uint32_t bin_cached_blocks(const struct heap *heap, unsigned class_index);
+/* The bins' invariants (heap_check's part: heap lock held); NULL when
+ * sound, else the first broken one (checkers.h). */
+const char *bins_check(const struct heap *heap);
+
+/* ---- bins.c: remote frees -------------------------------------------------
+ * A block another thread frees to a heap goes onto the heap's remote list
+ * with one compare-and-swap; the owner collects the list when a refill
+ * finds its current page empty, and as its thread starts, exits or trims;
+ * the purger collects an idle owner's. */
+/* The remote list's blocks go back to their pages (heap lock held: the
+ * owner, or the purger for an idle one); cheap when the list is empty. */
+STRATA_NOINLINE void heap_collect_remote(struct heap *heap);
+/* Whether blocks wait on the heap's remote list (sequentially consistent:
+ * the purger's last look before it sleeps, against a push's wake-up). */
+bool heap_remote_pending(const struct heap *heap);
+/* Calls fn on the page of every block on the heap's remote list (heap
+ * lock held: statistics). */
+void heap_remote_for_each(const struct heap *heap, void (*fn)(const struct page *, void *), void *arg);
+/* A heap being given up closes its remote list: pushes from then on find
+ * the segment's new owner word, and blocks pushed meanwhile are freed
+ * there (heap lock held, the heap's segments abandoned already). */
+void heap_remote_close(struct heap *heap);
+
+#endif /* STRATA_BINS_H */

@@ -1,0 +1,168 @@
+/* heap.h: the thread heaps: the structure of a heap (its bins in front,
+ * its pages and remote list behind, its segments), each thread's heap, and
+ * what the heaps' files (heap_private.h lists them) give the layers above:
+ * the pool of heaps, a heap's life (given to a thread, parked, retired,
+ * trimmed), medium blocks, the purge policy and the debug build's checks.
+ * The small-block engine that works on the bins, the inline paths
+ * included, is bins.h's. Included by segment.c (whose segments a heap
+ * lists) and the files above the heaps. */
+#ifndef STRATA_HEAP_H
+#define STRATA_HEAP_H
+
+#include "layout.h"
+#include "os.h"
+
+/* A thread's bin of a class starts with room for about BIN_BYTES of
+ * blocks (at least BIN_MIN_BLOCKS, at most BIN_BASE_MAX_BLOCKS). A class
+ * whose blocks swing between the bin and its pages (a refill after a flush)
+ * grows its bin by half, up to BIN_MAX_BLOCKS, while the heap's growth stays
+ * within HEAP_BIN_GROWTH_BYTES; a class neither refilled nor flushed for a
+ * purge delay shrinks back by half, its excess blocks going to the pages. */
+#define BIN_BYTES ((size_t)32 * 1024)
+#define BIN_MIN_BLOCKS PAGE_CARVE_MIN_BLOCKS
+#define BIN_BASE_MAX_BLOCKS 256
+#define BIN_MAX_BLOCKS 1024
+#define HEAP_BIN_GROWTH_BYTES ((size_t)2 << 20)
+/* The owner looks at the clock for the shrinking every this many refills
+ * and flushes. */
+#define BIN_AGE_EVERY 64
+
+/* The remote-free list of a heap whose thread is gone. */
+#define REMOTE_CLOSED ((struct block *)(uintptr_t)1)
+
+/* A thread's cache of free blocks of one class, in front of the pages.
+ * Invariant: the list holds `count` <= `limit` blocks of pages the heap owns. */
+struct bin {
+    struct block *head;
+    uint32_t count;
+    uint32_t limit; /* 0 in checked mode: every call goes to the pages */
+};
+
+/* The secure flavour's quarantine (free.c): blocks the thread freed, oldest
+ * first from `head`, each with its slot and the slack after its usable end
+ * (where its canary is, block_guards.h: less than 64 KiB, as a block's state
+ * records), freed for real once more than
+ * STRATA_QUARANTINE_BLOCKS or STRATA_QUARANTINE_KB wait. Every block in it
+ * is keyed (the words of its first line block_guards.h's freed_key_words names)
+ * and counted as used in its page.
+ * `count` and `bytes` are read by statistics from other threads. One slot
+ * in the default flavour, never used. */
+#define QUARANTINE_SLOTS (secure_has(SECURE_QUARANTINE) ? QUARANTINE_MAX_BLOCKS : 1)
+struct quarantine {
+    uint32_t head, count;
+    size_t bytes;
+    void *block[QUARANTINE_SLOTS];
+    uint32_t slot[QUARANTINE_SLOTS];
+    uint16_t slack[QUARANTINE_SLOTS];
+};
+
+/* What a bin did: its last refill or flush, whether it did either since
+ * the heap last aged its bins, and whether it was refilled since then (the
+ * thread allocates blocks of the class). */
+enum { BIN_REFILLED = 1, BIN_FLUSHED = 2, BIN_ACTIVE = 4, BIN_REFILLED_LATELY = 8 };
+
+struct heap {
+    struct bin bins[CLASS_COUNT];
+    struct page *current[CLASS_COUNT]; /* the page bins refill from */
+    struct page *available[CLASS_COUNT]; /* pages with free blocks */
+    /* Invariant: bin_growth is the sum over classes of (limit - base limit)
+     * times the class size, at most HEAP_BIN_GROWTH_BYTES. */
+    size_t bin_growth;
+    uint64_t bins_aged_at;        /* when the owner last aged its bins */
+    uint32_t bin_events;          /* refills and flushes since it looked at the clock */
+    uint8_t bin_use[CLASS_COUNT]; /* BIN_* of each class since then */
+    /* Blocks freed by other threads: on a line of its own, which those
+     * threads write, so the owner's other fields do not bounce with it. */
+    _Alignas(CACHE_LINE) _Atomic(struct block *) remote;
+    _Alignas(CACHE_LINE) struct segment *segments;
+    /* The owner's refills and flushes, and their count when the purger
+     * last looked: unchanged, the owner has been idle for a round and the
+     * purger takes back what others freed to it (heap lock). */
+    uint64_t slow_calls, slow_calls_seen;
+    size_t dirty_slices;
+    uint64_t purge_epoch;                /* time of the last purge check */
+    uint64_t refills;                    /* debug build: refills since the last full check */
+    struct heap *next_free;              /* the heap pool's free list (pool lock) */
+    _Atomic(struct heap *) next_all;     /* every heap ever made; never unlinked */
+    bool live;                           /* a thread owns it, or it is parked (heap lock) */
+    /* When its thread exited, leaving it whole for the next thread; 0 while
+     * a thread owns it (heap lock). */
+    uint64_t parked_at;
+    uintptr_t owner_word;                /* what this heap writes as owner */
+    struct quarantine quarantine;        /* the owner's alone (secure flavour) */
+    /* Guards everything behind the bins: the heap's segments (their list,
+     * slice masks, dirty counts), its pages (free lists, current and
+     * available pages), the collection of its remote list, and `live`:
+     * held by the owner on its slow paths (refill, flush, page taken or
+     * released), and by the purger and statistics from other threads. Bins
+     * are the owner's alone and never need it. */
+    struct os_lock lock;
+};
+
+/* The calling thread's heap, or &heap_empty before its first allocation
+ * (heap.c). */
+extern STRATA_INTERNAL struct heap heap_empty;
+extern STRATA_INTERNAL STRATA_TLS struct heap *thread_heap;
+
+/* ---- what the thread heaps' files give the layers above (the engine's
+ * bins, remote frees and free decision: bins.h) ------------------------ */
+/* heap.c: the pool of heaps */
+extern STRATA_INTERNAL struct page page_empty;
+/* Creates the thread-exit key (start-up, before any heap), whose destructor
+ * init.c gives. */
+void heap_threads_init(void (*on_thread_exit)(void *));
+/* How many threads hold a heap now (in a forked child: the forking thread
+ * alone, if it held one). */
+unsigned heap_threads_holding(void);
+/* Calls fn on every heap with a thread, holding its lock (with `try_only`,
+ * skipping heaps whose lock is busy); returns how many it skipped. Takes
+ * no process-wide lock. */
+unsigned heap_for_each_live(void (*fn)(struct heap *, void *), void *arg, bool try_only);
+void heap_lock_all(void);
+void heap_unlock_all(void);
+void heap_fork_child(void);
+
+/* heap_check.c (heap_check itself: checkers.h) */
+/* The debug build's check of the whole heap every DEBUG_FULL_CHECK_EVERY
+ * refills (bins.c checks the bin and the page at each); takes the heap's
+ * lock. */
+void heap_debug_refill(struct heap *heap);
+
+/* purge_policy.c */
+/* Purges the slices that have stayed free since the last check, once a
+ * delay has passed since it, or everything past the dirty limit; asks for
+ * the purger thread when the heap holds enough (heap lock held). */
+void heap_maybe_purge(struct heap *heap);
+/* Purges every dirty slice of the heap now (heap lock held). */
+void heap_purge_dirty(struct heap *heap);
+
+/* pages.c: a heap's pages */
+/* Returns a block to its page, in the heap that owns it (heap lock held). */
+void page_free_block(struct heap *heap, struct page *page, struct block *block);
+/* A medium block of at least `size` bytes (`zero`: zeroed) from the heap's
+ * segments; NULL without memory (errno untouched). */
+void *heap_medium_alloc(struct heap *heap, size_t size, bool zero);
+/* Grows the calling thread's own medium block in place to `size` (at most
+ * MEDIUM_MAX); false when it is another heap's or has no room after it. */
+bool heap_medium_grow(void *block, size_t size);
+
+/* lifecycle.c: a heap given to a thread, parked, retired, trimmed */
+/* Gives the calling thread a heap (start-up done): the newest one an exited
+ * thread parked, else a fresh one; NULL without memory. */
+STRATA_NOINLINE struct heap *heap_acquire(void);
+/* The calling thread's exit (its key's destructor, given the heap): parks
+ * the heap for the next thread, or gives it up at once without a purger or
+ * purge delay. True when parked: the purger must then run to retire it. */
+bool heap_thread_exit(struct heap *heap);
+/* Gives up the heaps of exited threads parked for longer than the purge
+ * delay (`all`: every one), as their threads' exits would have without a
+ * purger; whether heaps are still parked. Call with no lock held. */
+bool heap_retire_parked(bool all);
+/* Returns the caller's cached blocks and empty pages, then purges. */
+void heap_trim_own(void);
+/* The purger's step for one heap (heap lock held): the remote frees and
+ * empty current pages of an owner idle since the last step go back to its
+ * segments, then its aged free slices to the OS (heap_purge_idle). */
+void heap_reclaim_idle(struct heap *heap, void *unused);
+
+#endif /* STRATA_HEAP_H */
