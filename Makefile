@@ -194,20 +194,34 @@ $(BUILD)/bench/cxx: bench/cxx.cc bench/common.h
 	@mkdir -p $(dir $@)
 	$(CXX) -std=c++17 $(WARN) -O2 -D_GNU_SOURCE $(CPPFLAGS) $< -o $@ $(LDFLAGS)
 
+# Whether a library the arena and context benches can compare against is
+# installed is found at each make; the answer is a file of its own,
+# $(BUILD)/bench-found/NAME-yes or NAME-no, that the bench depends on, so
+# that installing the library after a build (bench/deps.sh after make
+# test) or removing it rebuilds the bench on the next make.
+# $(call found_stamp,name,found): the file that stands for the answer.
+found_stamp = $(BUILD)/bench-found/$(1)-$(if $(2),yes,no)
+$(BUILD)/bench-found/%:
+	@mkdir -p $(dir $@)
+	@rm -f $(BUILD)/bench-found/$(firstword $(subst -, ,$*))-*
+	@touch $@
+
 # The arena bench links strata's core (no malloc override) and, where
 # libapr1-dev is installed, APR pools.
-APR_FOUND := $(shell test -f /usr/include/apr-1.0/apr_pools.h && echo 1)
-APR_FLAGS := $(if $(APR_FOUND),-DHAVE_APR=1 -I/usr/include/apr-1.0,-DHAVE_APR=0)
+APR_HEADER ?= /usr/include/apr-1.0/apr_pools.h
+APR_FOUND := $(shell test -f $(APR_HEADER) && echo 1)
+APR_FLAGS := $(if $(APR_FOUND),-DHAVE_APR=1 -I$(dir $(APR_HEADER)),-DHAVE_APR=0)
 APR_LIBS := $(if $(APR_FOUND),-lapr-1)
-$(BUILD)/bench/arena: bench/arena.c bench/common.h $(CORE_OBJ)
+$(BUILD)/bench/arena: bench/arena.c bench/common.h $(CORE_OBJ) $(call found_stamp,apr,$(APR_FOUND))
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 $(WARN) -O2 -Iinclude -D_GNU_SOURCE $(CPPFLAGS) $(APR_FLAGS) $< $(CORE_OBJ) -o $@ $(LDFLAGS) $(LIBS) $(APR_LIBS) -lm
 
 # The context bench likewise, with libtalloc where libtalloc-dev is installed.
-TALLOC_FOUND := $(shell test -f /usr/include/talloc.h && echo 1)
+TALLOC_HEADER ?= /usr/include/talloc.h
+TALLOC_FOUND := $(shell test -f $(TALLOC_HEADER) && echo 1)
 TALLOC_FLAGS := $(if $(TALLOC_FOUND),-DHAVE_TALLOC=1,-DHAVE_TALLOC=0)
 TALLOC_LIBS := $(if $(TALLOC_FOUND),-ltalloc)
-$(BUILD)/bench/context: bench/context.c bench/common.h $(CORE_OBJ)
+$(BUILD)/bench/context: bench/context.c bench/common.h $(CORE_OBJ) $(call found_stamp,talloc,$(TALLOC_FOUND))
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 $(WARN) -O2 -Iinclude -D_GNU_SOURCE $(CPPFLAGS) $(TALLOC_FLAGS) $< $(CORE_OBJ) -o $@ $(LDFLAGS) $(LIBS) $(TALLOC_LIBS) -lm
 

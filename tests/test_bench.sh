@@ -88,6 +88,24 @@ PEAKRSS_OUT="$out/peak" "$BUILD/bench/peakrss" sh -c 'echo ran "$0"' -x > "$out/
 check '[ $? -eq 0 ] && [ "$(cat "$out/run.stdout")" = "ran -x" ] && [ "$(cat "$out/peak")" -gt 0 ]' \
     "peakrss passes the command its flags and writes the peak"
 
+# make looks for APR and talloc at every run: a bench built before the
+# library was installed (bench/deps.sh after make test), or after it was
+# removed, is built again. Shown with the header looked for elsewhere,
+# make -n printing what it would do and doing nothing.
+make_dry_run() { env -u MAKEFLAGS -u MAKELEVEL make -n BUILD="$BUILD" ${CC:+CC="$CC"} "$@" 2>&1; }
+for library in apr:arena:APR talloc:context:TALLOC; do
+    kind=${library%%:*} program=${library#*:} program=${program%%:*} variable=${library##*:}
+    if "$BUILD/bench/$program" kinds | grep -q "^kind=$kind$"; then
+        header=/nonexistent/$kind.h flag="-DHAVE_$variable=0"
+    else
+        header=$PWD/bench/common.h flag="-DHAVE_$variable=1"
+    fi
+    check '! make_dry_run "$BUILD/bench/$program" | grep -q -- "-o $BUILD/bench/$program "' \
+        "$program is up to date while $kind is where it was"
+    check 'make_dry_run "${variable}_HEADER=$header" "$BUILD/bench/$program" | grep -q -- "$flag .*-o $BUILD/bench/$program "' \
+        "$program is built again ($flag) once $kind is found otherwise"
+done
+
 status_before=$(git status --porcelain 2> /dev/null)
 python3 bench/run.py --build "$BUILD" --mode smoke --repeats 1 --out "$out" > "$out/stdout" 2> "$out/progress"
 check '[ $? -eq 0 ]' "bench/run.py exits 0"
