@@ -190,6 +190,9 @@ $(BUILD)/bench/%: bench/%.c bench/common.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 $(WARN) -O2 -Iinclude -D_GNU_SOURCE $(CPPFLAGS) $< -o $@ $(LDFLAGS) $(LIBS) -lm
 
+# dlsym and dladdr: in the C library itself only since glibc 2.34.
+$(BUILD)/bench/mallocfrom: LIBS += -ldl
+
 $(BUILD)/bench/cxx: bench/cxx.cc bench/common.h
 	@mkdir -p $(dir $@)
 	$(CXX) -std=c++17 $(WARN) -O2 -D_GNU_SOURCE $(CPPFLAGS) $< -o $@ $(LDFLAGS)

@@ -39,6 +39,35 @@ def find_allocators(strata_lib, search_dirs=None, secure_lib=None):
     return found, missing
 
 
+MALLOC_FAMILY = ("malloc", "free", "calloc", "realloc")
+
+
+def malloc_refusal(probe, preload):
+    """Why a process started with `preload` (None: no preload, glibc's
+    malloc) would not have the allocator's malloc family, as the `probe`
+    program (bench/mallocfrom) reports it; None when it would. The loader
+    only warns and goes on with the C library's malloc when a preloaded
+    library cannot be loaded, and a library may load and replace nothing."""
+    if preload is not None and not os.path.isfile(preload):
+        return "%s does not exist" % preload
+    if not os.path.exists(probe):
+        return "%s is not built (make bench builds it)" % probe
+    out = subprocess.run([probe], env=environment(preload), capture_output=True, text=True, timeout=60)
+    if out.returncode != 0:
+        return "%s failed under it (%d): %s" % (probe, out.returncode, out.stderr.strip()[-300:])
+    files = dict(line.split("=", 1) for line in out.stdout.splitlines() if "=" in line)
+    for function in MALLOC_FAMILY:
+        file = files.get(function, "unknown")
+        if preload is None:
+            served = os.path.basename(file).startswith("libc.so")
+        else:
+            served = os.path.exists(file) and os.path.samefile(file, preload)
+        if not served:
+            return "%s comes from %s, not %s (%s)" % (function, file, preload or "the C library",
+                                                     out.stderr.strip()[-300:] or "the loader said nothing")
+    return None
+
+
 def parse_fields(line):
     """'a=1 b=2.5 c=x' -> {'a': 1.0, 'b': 2.5, 'c': 'x'}."""
     fields = {}

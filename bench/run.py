@@ -563,6 +563,22 @@ def main():
                                                   secure_lib=os.path.join(args.build, "libstrata-secure.so"))
     notes = ["note: %s is not installed; measured the rest (apt-get install %s, or sudo make bench-deps)"
              % (name, package) for name, package in missing]
+    # Every allocator is seen serving a process before any is measured:
+    # the ones found on the machine are left out when they do not, the
+    # ones the run was asked for stop it.
+    probe = os.path.join(args.build, "bench", "mallocfrom")
+    found_here = [name for name, _, _ in harness.KNOWN]
+    served = []
+    for name, preload in allocators:
+        why = harness.malloc_refusal(probe, preload)
+        if why is None:
+            served.append((name, preload))
+        elif name in found_here:
+            notes.append("note: %s is left out, its library does not serve malloc: %s" % (name, why))
+        else:
+            print("run.py: %s refused, nothing measured: %s" % (name, why), file=sys.stderr)
+            return 2
+    allocators = served
     for note in notes:
         print(note)
     suite = Suite(args.build, args.out, allocators, args.repeats, SIZES[args.mode])

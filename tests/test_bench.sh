@@ -26,7 +26,8 @@ memtime -w -w -m -q
 redisflush -n -n -d -i -w -s
 arena -w -k -n -m -w -r
 context -t -k -t
-peakrss'
+peakrss
+mallocfrom'
 # run_program NAME ARGS...: its stdout, stderr and exit status into $out/run.*
 run_program() {
     name=$1
@@ -105,6 +106,26 @@ for library in apr:arena:APR talloc:context:TALLOC; do
     check 'make_dry_run "${variable}_HEADER=$header" "$BUILD/bench/$program" | grep -q -- "$flag .*-o $BUILD/bench/$program "' \
         "$program is built again ($flag) once $kind is found otherwise"
 done
+
+# The runner sees each allocator serve a process before it measures: one
+# whose library does not load or replaces no malloc is refused, never
+# measured as glibc under its name. strata's API-only library loads and
+# leaves glibc's malloc in place.
+build_dir=$(cd "$BUILD" && pwd)
+"$BUILD/bench/mallocfrom" > "$out/from.glibc"
+LD_PRELOAD="$build_dir/libstrata.so" "$BUILD/bench/mallocfrom" > "$out/from.strata"
+check 'grep -q "^malloc=.*/libc\.so" "$out/from.glibc" && [ "$(grep -c "=$build_dir/libstrata.so$" "$out/from.strata")" -eq 4 ]' \
+    "mallocfrom names the library that serves malloc, free, calloc and realloc"
+api_only="$out/api-only-build"
+mkdir "$api_only"
+ln -s "$build_dir/libstrata-api.so" "$api_only/libstrata.so"
+ln -s "$build_dir/bench" "$api_only/bench"
+python3 bench/run.py --build "$api_only" --mode smoke --repeats 1 --only loops --out "$out/refused" > /dev/null 2> "$out/refused.err"
+check '[ $? -eq 2 ] && grep -q "^run.py: strata refused, nothing measured: malloc comes from .*libc\.so.*, not $api_only/libstrata.so" "$out/refused.err" && [ ! -e "$out/refused/tables.md" ]' \
+    "a library that serves no malloc is refused: $(head -c 300 "$out/refused.err")"
+python3 bench/run.py --build "$out/no-build" --mode smoke --repeats 1 --only loops --out "$out/refused" > /dev/null 2> "$out/refused.err"
+check '[ $? -eq 2 ] && grep -q "^run.py: strata refused, nothing measured: $out/no-build/libstrata.so does not exist" "$out/refused.err"' \
+    "a missing library is refused: $(head -c 300 "$out/refused.err")"
 
 status_before=$(git status --porcelain 2> /dev/null)
 python3 bench/run.py --build "$BUILD" --mode smoke --repeats 1 --out "$out" > "$out/stdout" 2> "$out/progress"
