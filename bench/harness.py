@@ -5,6 +5,7 @@ import csv
 import glob
 import os
 import platform
+import re
 import tempfile
 import statistics
 import shutil
@@ -12,31 +13,77 @@ import subprocess
 import sys
 import time
 
-# Debian package that ships each allocator, for the "how to install" line.
+# Debian package that ships each allocator, for the "how to install" line,
+# and for the allocators measured in more than one version (mimalloc: 2.0
+# from Debian, 3.x built by hand), the version the name carries where the
+# package's own cannot be read (None: the name carries none).
 KNOWN = [
-    ("jemalloc", "libjemalloc.so.2", "libjemalloc2"),
-    ("mimalloc", "libmimalloc.so.2", "libmimalloc2.0"),
-    ("tcmalloc", "libtcmalloc_minimal.so.4", "libtcmalloc-minimal4"),
+    ("jemalloc", "libjemalloc.so.2", "libjemalloc2", None),
+    ("mimalloc", "libmimalloc.so.2", "libmimalloc2.0", "2.0"),
+    ("tcmalloc", "libtcmalloc_minimal.so.4", "libtcmalloc-minimal4", None),
 ]
 LIBRARY_DIRS = ["/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib"]
+# The names that need no BENCH_ALLOCATORS entry.
+OWN_NAMES = ("strata", "strata secure", "glibc")
 
 
-def find_allocators(strata_lib, search_dirs=None, secure_lib=None):
+def package_version(package):
+    """The upstream version of an installed Debian package ("2.0.9" of
+    "2.0.9+ds-2"); None where dpkg-query cannot tell."""
+    try:
+        out = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", package], capture_output=True, text=True)
+    except OSError:
+        return None
+    version = out.stdout.strip().split(":", 1)[-1]
+    if out.returncode != 0 or not version:
+        return None
+    return re.split(r"[-+~]", version)[0]
+
+
+def find_allocators(strata_lib, search_dirs=None, secure_lib=None, extra=()):
     """[(name, preload path or None)], strata first, then its secure flavour
-    (when built), glibc and every known allocator found; missing ones are
-    reported with their package."""
+    (when built), glibc, every known allocator found and the `extra` ones
+    (parse_allocator_list's); missing ones are reported with their
+    package. A known allocator measured in more than one version is named
+    NAME-VERSION, as the extra ones are by convention."""
     found = [("strata", os.path.abspath(strata_lib))]
     if secure_lib is not None and os.path.exists(secure_lib):
         found.append(("strata secure", os.path.abspath(secure_lib)))
     found.append(("glibc", None))
     missing = []
-    for name, soname, package in KNOWN:
+    for name, soname, package, fallback_version in KNOWN:
         paths = [p for d in (search_dirs or LIBRARY_DIRS) for p in glob.glob(os.path.join(d, soname))]
         if paths:
+            if fallback_version is not None:
+                name = "%s-%s" % (name, package_version(package) or fallback_version)
             found.append((name, paths[0]))
         else:
             missing.append((name, package))
+    taken = [name for name, _ in found]
+    for name, path in extra:
+        if name in taken or name in OWN_NAMES:
+            raise ValueError("%s: the name is taken by an allocator found here; give it another, "
+                             "with its version (NAME-VERSION=PATH)" % name)
+        found.append((name, path))
     return found, missing
+
+
+def parse_allocator_list(text):
+    """BENCH_ALLOCATORS's "NAME=PATH ..." (blank-separated; by convention
+    NAME-VERSION, "mimalloc-3.4.3", as the tables show it) as [(name,
+    absolute path)]; ValueError saying what is wrong: a word without a
+    name or a path, a name given twice, a file that does not exist."""
+    allocators = []
+    for word in text.split():
+        name, _, path = word.partition("=")
+        if not name or not path:
+            raise ValueError("%r is not NAME=PATH (for example mimalloc-3.4.3=../peers/lib/mimalloc3.so)" % word)
+        if name in [n for n, _ in allocators]:
+            raise ValueError("%s is named twice" % name)
+        if not os.path.isfile(path):
+            raise ValueError("%s: %s does not exist" % (name, path))
+        allocators.append((name, os.path.abspath(path)))
+    return allocators
 
 
 MALLOC_FAMILY = ("malloc", "free", "calloc", "realloc")

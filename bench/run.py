@@ -522,8 +522,24 @@ class Suite:
 TABLES = ["threads", "threads_ends", "loops", "crossthread", "medium", "workloads", "grow", "cxx", "zsh", "memtime", "arena", "context"]
 
 
+EPILOG = """tables: %s
+
+BENCH_ALLOCATORS="NAME=PATH ..." measures more allocators beside strata, its
+secure flavour, glibc and those of Debian's found here (jemalloc, mimalloc,
+tcmalloc): each blank-separated NAME=PATH preloads the library PATH under
+NAME, which the tables show as given. Name it with its version, NAME-VERSION,
+as Debian's mimalloc is named with its package's (mimalloc-2.0.9), so that
+two versions of one allocator are told apart; for example, with the peers
+built by ../shared/peers/build.sh ../peers:
+  BENCH_ALLOCATORS="mimalloc-3.4.3=../peers/lib/mimalloc3.so
+    snmalloc-0.7.5=../peers/lib/snmalloc.so rpmalloc-2.0.1=../peers/lib/rpmalloc.so" make bench
+A name given twice or taken, or a file that does not exist, is refused; so
+is any allocator whose library does not serve the process's malloc (checked
+before anything is measured)."""
+
+
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, epilog="tables: " + ", ".join(TABLES),
+    parser = argparse.ArgumentParser(description=__doc__, epilog=EPILOG % ", ".join(TABLES),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--build", default=os.environ.get("BUILD", "build"))
     parser.add_argument("--out", default=os.path.join(HERE, "results"),
@@ -558,27 +574,33 @@ def main():
     if unknown or not wanted:
         parser.error("unknown table %s; the tables are %s" % (", ".join(unknown) or "(none given)", ", ".join(TABLES)))
 
-    os.makedirs(args.out, exist_ok=True)
-    allocators, missing = harness.find_allocators(os.path.join(args.build, "libstrata.so"),
-                                                  secure_lib=os.path.join(args.build, "libstrata-secure.so"))
+    try:
+        asked = harness.parse_allocator_list(os.environ.get("BENCH_ALLOCATORS", ""))
+        allocators, missing = harness.find_allocators(os.path.join(args.build, "libstrata.so"),
+                                                      secure_lib=os.path.join(args.build, "libstrata-secure.so"),
+                                                      extra=asked)
+    except ValueError as e:
+        print("run.py: BENCH_ALLOCATORS: %s" % e, file=sys.stderr)
+        return 2
     notes = ["note: %s is not installed; measured the rest (apt-get install %s, or sudo make bench-deps)"
              % (name, package) for name, package in missing]
     # Every allocator is seen serving a process before any is measured:
     # the ones found on the machine are left out when they do not, the
     # ones the run was asked for stop it.
     probe = os.path.join(args.build, "bench", "mallocfrom")
-    found_here = [name for name, _, _ in harness.KNOWN]
+    required = list(harness.OWN_NAMES) + [name for name, _ in asked]
     served = []
     for name, preload in allocators:
         why = harness.malloc_refusal(probe, preload)
         if why is None:
             served.append((name, preload))
-        elif name in found_here:
+        elif name not in required:
             notes.append("note: %s is left out, its library does not serve malloc: %s" % (name, why))
         else:
             print("run.py: %s refused, nothing measured: %s" % (name, why), file=sys.stderr)
             return 2
     allocators = served
+    os.makedirs(args.out, exist_ok=True)
     for note in notes:
         print(note)
     suite = Suite(args.build, args.out, allocators, args.repeats, SIZES[args.mode])

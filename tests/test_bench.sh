@@ -4,6 +4,8 @@
 # whole benchmark suite (tiny sizes, one run) into a temporary folder;
 # checks every table and file appears.
 BUILD=${BUILD:-build}
+# The allocators a user adds for make bench are not the suite's.
+unset BENCH_ALLOCATORS
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 pass=0
@@ -126,6 +128,23 @@ check '[ $? -eq 2 ] && grep -q "^run.py: strata refused, nothing measured: mallo
 python3 bench/run.py --build "$out/no-build" --mode smoke --repeats 1 --only loops --out "$out/refused" > /dev/null 2> "$out/refused.err"
 check '[ $? -eq 2 ] && grep -q "^run.py: strata refused, nothing measured: $out/no-build/libstrata.so does not exist" "$out/refused.err"' \
     "a missing library is refused: $(head -c 300 "$out/refused.err")"
+# BENCH_ALLOCATORS adds allocators by name and library, measured under
+# the name as given (here strata's library again); a missing file, a
+# name given twice and a library that serves no malloc are refused.
+BENCH_ALLOCATORS="strata-again=$build_dir/libstrata.so" python3 bench/run.py --build "$BUILD" --mode smoke \
+    --repeats 1 --only loops --out "$out/asked" > /dev/null 2> "$out/asked.err"
+check '[ $? -eq 0 ] && grep -q "^| strata-again | [0-9.]* [kMG]* (" "$out/asked/tables.md" && grep -q "^strata-again,1,1," "$out/asked/loops.csv"' \
+    "BENCH_ALLOCATORS: an allocator measured under its name: $(tail -c 300 "$out/asked.err")"
+for wrong in "gone-1.0=$out/gone.so:gone-1.0: $out/gone.so does not exist" \
+    "twice=$build_dir/libstrata.so twice=$build_dir/libstrata.so:twice is named twice" \
+    "glibc=$build_dir/libstrata.so:glibc: the name is taken" "nameonly:'nameonly' is not NAME=PATH" \
+    "api-only=$build_dir/libstrata-api.so:api-only refused, nothing measured: malloc comes from"; do
+    BENCH_ALLOCATORS=${wrong%%:*} python3 bench/run.py --build "$BUILD" --mode smoke --repeats 1 --only loops \
+        --out "$out/refused" > /dev/null 2> "$out/refused.err"
+    check '[ $? -eq 2 ] && grep -qF -- "${wrong#*:}" "$out/refused.err" && [ ! -e "$out/refused/tables.md" ]' \
+        "BENCH_ALLOCATORS=${wrong%%:*} refused: $(head -c 300 "$out/refused.err")"
+done
+check 'python3 bench/run.py --help | grep -q "^BENCH_ALLOCATORS=\"NAME=PATH ...\""' "--help says what BENCH_ALLOCATORS is"
 
 status_before=$(git status --porcelain 2> /dev/null)
 python3 bench/run.py --build "$BUILD" --mode smoke --repeats 1 --out "$out" > "$out/stdout" 2> "$out/progress"
@@ -153,6 +172,10 @@ for csv in threads threads_ends loops crossthread medium workloads grow cxx zsh 
     check '[ -s "$out/$csv.csv" ] && grep -q strata "$out/$csv.csv"' "$csv.csv with strata rows"
 done
 check '[ "$(grep -c "^| strata |" "$out/tables.md")" -ge 15 ]' "strata has a row in every table"
+# Debian's mimalloc, where installed, carries its version, apart from a
+# mimalloc built by hand.
+check '! grep -q "^| mimalloc |" "$out/tables.md" && { ! dpkg-query -W libmimalloc2.0 > /dev/null 2>&1 || grep -q "^| mimalloc-2\.[0-9.]* |" "$out/tables.md"; }' \
+    "Debian's mimalloc named with its version"
 check 'grep -q "^| strata contexts |" "$out/tables.md" && grep -q "^| strata pool |" "$out/tables.md"' "context table rows"
 check 'grep -q "run 1/1" "$out/progress"' "progress lines"
 check 'grep -q "^Machine: .*, 20[0-9][0-9]-[0-9][0-9]-[0-9][0-9]\. .*the median of the ratios within each run" "$out/tables.md"' "the run's machine and date, and what a ratio is"
