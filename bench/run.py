@@ -17,7 +17,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 # Sizes per mode: smoke (the test suite's quick run), default, full.
 SIZES = {
-    "smoke": dict(replacements=20000, threads=[1, 2], pairs=[1], cross_blocks=20480,
+    "smoke": dict(replacements=20000, threads=[1, 2], pairs=[1], consumers=3, cross_blocks=20480,
                   grow=[22500, 135000], grow_repeats=3,
                   zsh=dict(string=[5000, 1], array=[3000], function=[2000], search=[2000]),
                   working_mb=16,
@@ -27,7 +27,7 @@ SIZES = {
                   workloads=dict(server=1, churn=5, leak=100000),
                   redis=dict(requests=20000, last_wait=0.5, io_threads=[0, 2],
                              allocators=["strata", "glibc", "jemalloc"], repeats=1)),
-    "default": dict(replacements=2000000, threads=[1, 2, 4, 8, 16], pairs=[1, 2, 4],
+    "default": dict(replacements=2000000, threads=[1, 2, 4, 8, 16], pairs=[1, 2, 4], consumers=3,
                     cross_blocks=2000000, grow=[225000, 1350000], grow_repeats=21,
                     zsh=dict(string=[60000, 1], array=[60000], function=[40000], search=[20000]),
                     working_mb=500,
@@ -37,7 +37,7 @@ SIZES = {
                     workloads=dict(server=20, churn=200, leak=4000000),
                     redis=dict(requests=3200000, last_wait=30, io_threads=[0, 2],
                                allocators=["strata", "glibc", "jemalloc"], repeats=1)),
-    "full": dict(replacements=8000000, threads=[1, 2, 4, 8, 16], pairs=[1, 2, 4, 8],
+    "full": dict(replacements=8000000, threads=[1, 2, 4, 8, 16], pairs=[1, 2, 4, 8], consumers=3,
                  cross_blocks=8000000, grow=[225000, 1350000], grow_repeats=51,
                  zsh=dict(string=[225000, 1], array=[200000], function=[100000], search=[100000]),
                  working_mb=500,
@@ -201,19 +201,27 @@ class Suite:
                 % harness.markdown_table(header, table))
 
     def crossthread(self):
-        pairs = self.sizes["pairs"]
-        rows = self.runs("crossthread", lambda p: "%d" % (2 * p),
-                         lambda p: [self.program("crossthread"), "-p", str(p), "-n",
-                                    str(self.sizes["cross_blocks"])], pairs)
-        cases = ["%d" % (2 * p) for p in pairs]
-        speed = harness.markdown_table(["allocator"] + ["%s thr" % c for c in cases],
-                                       self.ratio_table(rows, cases, "ops_per_sec", harness.human))
+        fanout = self.sizes["consumers"]
+        # (producers, consumers a producer): the pairs, then one producer
+        # whose blocks several consumers free, whichever takes them.
+        groups = [(p, 1) for p in self.sizes["pairs"]] + [(1, fanout)]
+
+        def label(group):
+            producers, consumers = group
+            return "%d" % (2 * producers) if consumers == 1 else "1:%d" % consumers
+        rows = self.runs("crossthread", label,
+                         lambda g: [self.program("crossthread"), "-p", str(g[0]), "-c", str(g[1]), "-n",
+                                    str(self.sizes["cross_blocks"])], groups)
+        cases = [label(g) for g in groups]
+        header = ["allocator"] + ["%s thr" % c for c in cases[:-1]] + ["1 producer, %d consumers" % fanout]
+        speed = harness.markdown_table(header, self.ratio_table(rows, cases, "ops_per_sec", harness.human))
         header, memory = self.memory_table(rows, [cases[0]], [("top_rss_mb", "Top resident"),
                                                                ("low_rss_mb", "Low resident")])
-        return ("### cross-thread: producer/consumer pairs, every block freed by another thread\n"
-                "Blocks of 16..4096 bytes passed in batches of 256; operations per second.\n\n%s\n\n"
-                "Memory in MB at %s threads:\n\n%s\n"
-                % (speed, cases[0], harness.markdown_table(header, memory)))
+        return ("### cross-thread: producers and consumers, every block freed by another thread\n"
+                "Blocks of 16..4096 bytes passed in batches of 256: producer/consumer pairs, and one producer\n"
+                "feeding %d consumers, each taking whichever batch is next; operations per second.\n\n%s\n\n"
+                "Memory in MB at %s threads (one pair):\n\n%s\n"
+                % (fanout, speed, cases[0], harness.markdown_table(header, memory)))
 
     def grow(self):
         sizes = self.sizes["grow"]

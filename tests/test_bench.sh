@@ -19,7 +19,7 @@ check() { if eval "$1"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "
 # measure at full size).
 programs='threads -t -t -n -r -w
 loops -t -t -n
-crossthread -p -p -n
+crossthread -c -p -c -n
 medium -n -m -n
 workloads -n -m -n
 grow -m -m -s -r
