@@ -25,6 +25,7 @@ SIZES = {
                   context_seconds=0.05, cxx=dict(objects=100000, map=40000, strings=10000),
                   loop_threads=[1, 2], loop_steps=100000, medium_steps=dict(medium=500, big=20),
                   workloads=dict(server=1, churn=5, leak=100000),
+                  lifetimes=dict(threads=[2], steps=6400, started=4),
                   redis=dict(requests=20000, last_wait=0.5, io_threads=[0, 2],
                              allocators=["strata", "glibc", "jemalloc"], repeats=1)),
     "default": dict(replacements=2000000, threads=[1, 2, 4, 8, 16], pairs=[1, 2, 4], consumers=3,
@@ -35,6 +36,7 @@ SIZES = {
                     context_seconds=0.5, cxx=dict(objects=16000000, map=1000000, strings=2000000),
                     loop_threads=[1, 2, 4], loop_steps=20000000, medium_steps=dict(medium=20000, big=2000),
                     workloads=dict(server=20, churn=200, leak=4000000),
+                    lifetimes=dict(threads=[2, 4], steps=200000, started=20),
                     redis=dict(requests=3200000, last_wait=30, io_threads=[0, 2],
                                allocators=["strata", "glibc", "jemalloc"], repeats=1)),
     "full": dict(replacements=8000000, threads=[1, 2, 4, 8, 16], pairs=[1, 2, 4, 8], consumers=3,
@@ -45,6 +47,7 @@ SIZES = {
                  context_seconds=2.0, cxx=dict(objects=64000000, map=4000000, strings=8000000),
                  loop_threads=[1, 2, 4, 8], loop_steps=40000000, medium_steps=dict(medium=80000, big=4000),
                  workloads=dict(server=80, churn=800, leak=16000000),
+                 lifetimes=dict(threads=[2, 4, 8], steps=200000, started=80),
                  redis=dict(requests=3200000, last_wait=30, io_threads=[0, 4], allocators="all", repeats=None)),
 }
 
@@ -222,6 +225,23 @@ class Suite:
                 "feeding %d consumers, each taking whichever batch is next; operations per second.\n\n%s\n\n"
                 "Memory in MB at %s threads (one pair):\n\n%s\n"
                 % (fanout, speed, cases[0], harness.markdown_table(header, memory)))
+
+    def lifetimes(self):
+        sz = self.sizes["lifetimes"]
+        rows = self.runs("lifetimes", lambda t: "%d" % t,
+                         lambda t: [self.program("lifetimes"), "-t", str(t), "-n", str(sz["steps"]),
+                                    "-g", str(sz["started"])], sz["threads"])
+        cases = ["%d" % t for t in sz["threads"]]
+        table = self.with_peak(rows, cases, self.ratio_table(rows, cases, "ops_per_sec", harness.human),
+                               "top_rss_mb")
+        header = ["allocator"] + ["%s thr" % c for c in cases] + ["peak resident MB (%s thr)" % "/".join(cases)]
+        live = harness.median([r["live_blocks"] for r in rows])
+        return ("### random lifetimes: blocks freed by whichever thread reaches their time, threads replaced\n"
+                "At each tick of a shared clock, one block of 24..4096 bytes due 1..65535 ticks later (both spread\n"
+                "over their logarithm; %.0f blocks live on average), and the blocks due then freed, whoever made\n"
+                "them; a thread exits after %d ticks and a new one takes its place (%d threads over the run).\n"
+                "Alloc/free operations per second.\n\n%s\n"
+                % (live, sz["steps"], sz["started"], harness.markdown_table(header, table)))
 
     def grow(self):
         sizes = self.sizes["grow"]
@@ -527,7 +547,7 @@ class Suite:
                   "set arrow from 0, graph 0 to 0, graph 1 nohead dt 2\n")
 
 
-TABLES = ["threads", "threads_ends", "loops", "crossthread", "medium", "workloads", "grow", "cxx", "zsh", "memtime", "arena", "context"]
+TABLES = ["threads", "threads_ends", "loops", "crossthread", "lifetimes", "medium", "workloads", "grow", "cxx", "zsh", "memtime", "arena", "context"]
 
 
 EPILOG = """tables: %s
