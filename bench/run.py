@@ -25,7 +25,7 @@ SIZES = {
                   context_seconds=0.05, cxx=dict(objects=100000, map=40000, strings=10000),
                   loop_threads=[1, 2], loop_steps=100000, medium_steps=dict(medium=500, big=20),
                   workloads=dict(server=1, churn=5, leak=100000),
-                  lifetimes=dict(threads=[2], steps=6400, started=4),
+                  lifetimes=dict(threads=[2], steps=6400, started=4), shortlived_rounds=2000,
                   redis=dict(requests=20000, last_wait=0.5, io_threads=[0, 2],
                              allocators=["strata", "glibc", "jemalloc"], repeats=1)),
     "default": dict(replacements=2000000, threads=[1, 2, 4, 8, 16], pairs=[1, 2, 4], consumers=3,
@@ -36,7 +36,7 @@ SIZES = {
                     context_seconds=0.5, cxx=dict(objects=16000000, map=1000000, strings=2000000),
                     loop_threads=[1, 2, 4], loop_steps=20000000, medium_steps=dict(medium=20000, big=2000),
                     workloads=dict(server=20, churn=200, leak=4000000),
-                    lifetimes=dict(threads=[2, 4], steps=200000, started=20),
+                    lifetimes=dict(threads=[2, 4], steps=200000, started=20), shortlived_rounds=200000,
                     redis=dict(requests=3200000, last_wait=30, io_threads=[0, 2],
                                allocators=["strata", "glibc", "jemalloc"], repeats=1)),
     "full": dict(replacements=8000000, threads=[1, 2, 4, 8, 16], pairs=[1, 2, 4, 8], consumers=3,
@@ -47,7 +47,7 @@ SIZES = {
                  context_seconds=2.0, cxx=dict(objects=64000000, map=4000000, strings=8000000),
                  loop_threads=[1, 2, 4, 8], loop_steps=40000000, medium_steps=dict(medium=80000, big=4000),
                  workloads=dict(server=80, churn=800, leak=16000000),
-                 lifetimes=dict(threads=[2, 4, 8], steps=200000, started=80),
+                 lifetimes=dict(threads=[2, 4, 8], steps=200000, started=80), shortlived_rounds=800000,
                  redis=dict(requests=3200000, last_wait=30, io_threads=[0, 4], allocators="all", repeats=None)),
 }
 
@@ -154,6 +154,26 @@ class Suite:
         return ("### per-thread loops: every thread its own malloc/free loop of random small sizes\n"
                 "8..512 bytes, a ring of 16 live blocks a thread; alloc/free operations per second.\n\n%s\n"
                 % harness.markdown_table(header, table))
+
+    def shortlived(self):
+        blocks = 100
+        # (size, where the loop runs): three sizes in a process of one
+        # thread, then one beside a second thread, where glibc leaves its
+        # single-thread fast path.
+        cases = [(16, "main"), (128, "main"), (1024, "main"), (128, "threaded")]
+
+        def label(case):
+            size, where = case
+            return "%d B" % size + ("" if where == "main" else ", " + where)
+        rows = self.runs("shortlived", label,
+                         lambda c: [self.program("shortlived"), "-s", str(c[0]), "-m", c[1], "-c", str(blocks),
+                                    "-n", str(self.sizes["shortlived_rounds"])], cases)
+        labels = [label(c) for c in cases]
+        table = self.ratio_table(rows, labels, "ops_per_sec", harness.human)
+        return ("### short-lived small blocks in one thread (glibc's bench-malloc-simple): alloc/free operations per second\n"
+                "A round allocates %d blocks of one size, writes a byte of each and frees them all in the order\n"
+                "allocated; in a process of one thread, and (threaded) beside a second thread that waits.\n\n%s\n"
+                % (blocks, harness.markdown_table(["allocator"] + labels, table)))
 
     def medium(self):
         modes = ["medium", "big"]
@@ -547,7 +567,7 @@ class Suite:
                   "set arrow from 0, graph 0 to 0, graph 1 nohead dt 2\n")
 
 
-TABLES = ["threads", "threads_ends", "loops", "crossthread", "lifetimes", "medium", "workloads", "grow", "cxx", "zsh", "memtime", "arena", "context"]
+TABLES = ["threads", "threads_ends", "loops", "shortlived", "crossthread", "lifetimes", "medium", "workloads", "grow", "cxx", "zsh", "memtime", "arena", "context"]
 
 
 EPILOG = """tables: %s

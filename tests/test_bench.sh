@@ -21,6 +21,7 @@ programs='threads -t -t -n -r -w
 loops -t -t -n
 crossthread -c -p -c -n
 lifetimes -n -t -n -g
+shortlived -n -s -c -n -m
 medium -n -m -n
 workloads -n -m -n
 grow -m -m -s -r
@@ -82,6 +83,8 @@ run_program context kind
 check '[ "$(status)" -eq 2 ] && grep -q "^context: unexpected word kind$" "$out/run.stderr"' "context kind: unexpected word, exit 2"
 run_program context -k strata-ctx,nokind
 check '[ "$(status)" -eq 2 ] && grep -q "^context: -k: unknown kind nokind" "$out/run.stderr"' "context -k nokind: unknown kind, exit 2"
+run_program shortlived -m elsewhere
+check '[ "$(status)" -eq 2 ] && grep -q "^shortlived: -m elsewhere: not one of main|threaded|thread" "$out/run.stderr"' "shortlived -m elsewhere: refused, exit 2"
 run_program threads -w middle
 check '[ "$(status)" -eq 2 ] && grep -q "^threads: -w middle: not one of pages|ends" "$out/run.stderr"' "threads -w middle: refused, exit 2"
 run_program peakrss
@@ -166,13 +169,13 @@ check 'python3 bench/run.py --help | grep -q "^tables: threads, threads_ends, lo
 # CSVs: allocator, case and run first; integers without a fraction.
 check 'head -n 1 "$out/threads.csv" | grep -q "^allocator,case,run,threads,ops_per_sec,"' "CSV columns in a stable order"
 check '! grep -Eq "[0-9]\.0(,|$)" "$out/threads.csv" && ! grep -Eq "\.[0-9]{7,}" "$out/grow.csv"' "CSV numbers without noise digits"
-for heading in "### threads (" "### threads, partly written" "### per-thread loops" "### cross-thread" "### random lifetimes" "### medium and big blocks" "### workloads" "### grow" "### C++: operator new and delete" "### zsh" "### memory over time (" "### memory over time, big blocks" "### memory over time, a real server" "### arena" "### context"; do
+for heading in "### threads (" "### threads, partly written" "### per-thread loops" "### short-lived small blocks" "### cross-thread" "### random lifetimes" "### medium and big blocks" "### workloads" "### grow" "### C++: operator new and delete" "### zsh" "### memory over time (" "### memory over time, big blocks" "### memory over time, a real server" "### arena" "### context"; do
     check 'grep -q "^$heading" "$out/tables.md"' "table $heading"
 done
-for csv in threads threads_ends loops crossthread lifetimes medium workloads grow cxx zsh memtime memtime_large memtime_redis arena context; do
+for csv in threads threads_ends loops shortlived crossthread lifetimes medium workloads grow cxx zsh memtime memtime_large memtime_redis arena context; do
     check '[ -s "$out/$csv.csv" ] && grep -q strata "$out/$csv.csv"' "$csv.csv with strata rows"
 done
-check '[ "$(grep -c "^| strata |" "$out/tables.md")" -ge 16 ]' "strata has a row in every table"
+check '[ "$(grep -c "^| strata |" "$out/tables.md")" -ge 17 ]' "strata has a row in every table"
 # Debian's mimalloc, where installed, carries its version, apart from a
 # mimalloc built by hand.
 check '! grep -q "^| mimalloc |" "$out/tables.md" && { ! dpkg-query -W libmimalloc2.0 > /dev/null 2>&1 || grep -q "^| mimalloc-2\.[0-9.]* |" "$out/tables.md"; }' \
