@@ -209,6 +209,85 @@ def run_timed(command, preload, peakrss):
         return elapsed, kb_to_mb(int(peak.read().strip() or 0)), out.stdout
 
 
+def free_loopback_port():
+    """A loopback port no one listens on now (the kernel's choice)."""
+    import socket
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def redis_preload(preload):
+    """What LD_PRELOAD gives redis-server for an allocator: Debian's redis
+    links jemalloc, so glibc's malloc comes first in its lookups only when
+    the C library itself is preloaded."""
+    return "libc.so.6" if preload is None else preload
+
+
+def maps_hold(pid, library):
+    """Whether /proc/PID/maps maps the library (a path, or a bare file
+    name such as libc.so.6)."""
+    with open("/proc/%d/maps" % pid) as f:
+        mapped = {line.split()[-1] for line in f if len(line.split()) >= 6}
+    if os.sep not in library:
+        return any(os.path.basename(m) == library for m in mapped)
+    real = os.path.realpath(library)
+    return any(os.path.realpath(m) == real for m in mapped if m.startswith(os.sep))
+
+
+def redis_info(port, section):
+    out = subprocess.run(["redis-cli", "-p", str(port), "info", section], capture_output=True, text=True, timeout=30)
+    return dict(line.strip().split(":", 1) for line in out.stdout.splitlines() if ":" in line)
+
+
+def run_redis(preload, benchmark_args):
+    """Starts redis-server on a free loopback port with the allocator
+    preloaded into it alone (never into redis-benchmark), drives it with
+    `redis-benchmark -p PORT benchmark_args`, and returns (the benchmark's
+    wall milliseconds, the server's peak resident MB). Raises
+    RuntimeError when the server does not start or its malloc was not the
+    preloaded one: its mappings must hold the library, and unless the
+    library is jemalloc, redis's own jemalloc must have served next to
+    nothing of what redis counts as used."""
+    library = redis_preload(preload)
+    port = free_loopback_port()
+    folder = tempfile.mkdtemp(prefix="strata-bench-redis.")
+    server = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                               "--appendonly", "no", "--dir", folder],
+                              env=environment(library), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while subprocess.run(["redis-cli", "-p", str(port), "ping"], capture_output=True, text=True,
+                             timeout=10).stdout.strip() != "PONG":
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("redis-server did not answer within 10 s (preloaded: %s)" % library)
+            time.sleep(0.05)
+        if not maps_hold(server.pid, library):
+            raise RuntimeError("redis-server's mappings do not hold %s: its malloc is not the preloaded one" % library)
+        start = time.monotonic()
+        subprocess.run(["redis-benchmark", "-p", str(port)] + benchmark_args, capture_output=True, check=True,
+                       timeout=600)
+        elapsed = (time.monotonic() - start) * 1000.0
+        with open("/proc/%d/status" % server.pid) as f:
+            peak = read_status_field(f.read(), "VmHWM")
+        memory = redis_info(port, "memory")
+        own = memory.get("allocator_allocated")
+        if (own is not None and not os.path.basename(os.path.realpath(library)).startswith("libjemalloc")
+                and int(own) > int(memory["used_memory"]) // 2):
+            raise RuntimeError("redis's own jemalloc allocated %s of the %s bytes redis used: it served redis, "
+                               "not %s" % (own, memory["used_memory"], library))
+        return elapsed, peak
+    finally:
+        subprocess.run(["redis-cli", "-p", str(port), "shutdown", "nosave"], capture_output=True, timeout=30)
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def kb_to_mb(kb):
     return kb / 1024.0
 

@@ -5,9 +5,12 @@ tables with each allocator's figure as a ratio to strata's. Raw runs go to
 OUT/<table>.csv, the tables to OUT/tables.md, plots to OUT/*.svg."""
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
+import tempfile
+import textwrap
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -26,6 +29,7 @@ SIZES = {
                   loop_threads=[1, 2], loop_steps=100000, medium_steps=dict(medium=500, big=20),
                   workloads=dict(server=1, churn=5, leak=100000),
                   lifetimes=dict(threads=[2], steps=6400, started=4), shortlived_rounds=2000,
+                  real=dict(redis_requests=300, sqlite_rows=2000, python=[1, 2000], gcc_functions=2),
                   redis=dict(requests=20000, last_wait=0.5, io_threads=[0, 2],
                              allocators=["strata", "glibc", "jemalloc"], repeats=1)),
     "default": dict(replacements=2000000, threads=[1, 2, 4, 8, 16], pairs=[1, 2, 4], consumers=3,
@@ -37,6 +41,7 @@ SIZES = {
                     loop_threads=[1, 2, 4], loop_steps=20000000, medium_steps=dict(medium=20000, big=2000),
                     workloads=dict(server=20, churn=200, leak=4000000),
                     lifetimes=dict(threads=[2, 4], steps=200000, started=20), shortlived_rounds=200000,
+                    real=dict(redis_requests=20000, sqlite_rows=100000, python=[2, 40000], gcc_functions=80),
                     redis=dict(requests=3200000, last_wait=30, io_threads=[0, 2],
                                allocators=["strata", "glibc", "jemalloc"], repeats=1)),
     "full": dict(replacements=8000000, threads=[1, 2, 4, 8, 16], pairs=[1, 2, 4, 8], consumers=3,
@@ -48,6 +53,7 @@ SIZES = {
                  loop_threads=[1, 2, 4, 8], loop_steps=40000000, medium_steps=dict(medium=80000, big=4000),
                  workloads=dict(server=80, churn=800, leak=16000000),
                  lifetimes=dict(threads=[2, 4, 8], steps=200000, started=80), shortlived_rounds=800000,
+                 real=dict(redis_requests=80000, sqlite_rows=400000, python=[8, 40000], gcc_functions=300),
                  redis=dict(requests=3200000, last_wait=30, io_threads=[0, 4], allocators="all", repeats=None)),
 }
 
@@ -316,6 +322,109 @@ class Suite:
                 "Median wall milliseconds (lower is better) and peak resident memory.\n\n%s\n"
                 % harness.markdown_table(header, table))
 
+    # The redis-benchmark tests of the real programs table, each with the
+    # same number of requests.
+    REDIS_TESTS = "set,get,incr,lpush,rpush,lpop,rpop,sadd,hset,spop,zadd,zpopmin,lrange_100,mset"
+
+    def real(self):
+        """redis-server driven by redis-benchmark, sqlite3, python3 and gcc:
+        wall time and peak resident memory of each, the allocator
+        preloaded (into redis-server alone, not the benchmark driving it)."""
+        sz = self.sizes["real"]
+        peakrss = self.program("peakrss")
+        work = tempfile.mkdtemp(prefix="strata-bench-real.")
+        try:
+            programs, skipped = self.real_programs(sz, work, peakrss)
+            rows = []
+            for rep in range(self.repeats):
+                for case, _, measure in programs:
+                    for name, preload in self.allocators:
+                        harness.progress("real programs: run %d/%d, %s, %s" % (rep + 1, self.repeats, case, name))
+                        ms, peak = measure(preload)
+                        rows.append(dict(allocator=name, run=rep + 1, case=case, ms=ms, peak_rss_mb=peak))
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        title = "### real programs: redis-server, sqlite3, python3 and gcc\n"
+        notes = "".join("%s\n" % line for line in skipped)
+        if not programs:
+            return title + notes
+        harness.write_csv(os.path.join(self.out, "real.csv"), rows)
+        cases = [case for case, _, _ in programs]
+        table = self.with_peak(rows, cases, self.ratio_table(rows, cases, "ms", lambda v: "%.0f ms" % v),
+                               "peak_rss_mb")
+        header = ["allocator"] + cases + ["peak resident MB (%s)" % "/".join(cases)]
+        return (title + "Median wall milliseconds (lower is better; ratio = allocator / strata) and peak resident memory.\n\n"
+                + "".join(textwrap.fill("- %s: %s" % (case, what), 100, subsequent_indent="  ") + "\n"
+                          for case, what, _ in programs)
+                + "\n" + notes + ("\n" if notes else "") + harness.markdown_table(header, table) + "\n")
+
+    def real_programs(self, sz, work, peakrss):
+        """[(case, what it runs, measure(preload) -> (ms, peak MB))] for the
+        programs installed here, and a line for each that is not."""
+        programs, skipped = [], []
+
+        def missing(program, package):
+            skipped.append("%s is not installed (apt-get install %s): not measured." % (program, package))
+
+        def version(command, pattern):
+            out = subprocess.run(command, capture_output=True, text=True)
+            found = re.search(pattern, out.stdout + out.stderr)
+            return found.group(1) if found else "?"
+
+        if all(shutil.which(p) for p in ("redis-server", "redis-benchmark", "redis-cli")):
+            args = ["-q", "-n", str(sz["redis_requests"]), "-r", "100000", "-d", "200", "-P", "16", "-c", "20",
+                    "-t", self.REDIS_TESTS]
+            programs.append(("redis", "redis-server %s driven by redis-benchmark over loopback: %d requests of each of "
+                             "%s (20 clients, 16 requests pipelined, 200-byte values on 100000 random keys); the "
+                             "allocator preloaded into the server alone, seen in its mappings, redis's own jemalloc "
+                             "seen to serve next to nothing (glibc: the C library preloaded, as Debian's redis links "
+                             "jemalloc); the server's peak"
+                             % (version(["redis-server", "--version"], r"v=(\S+)"), sz["redis_requests"],
+                                self.REDIS_TESTS.replace(",", ", ")),
+                             lambda preload, args=args: harness.run_redis(preload, args)))
+        else:
+            missing("redis-server or redis-benchmark", "redis-server redis-tools")
+        sqlite3 = shutil.which("sqlite3")
+        if sqlite3:
+            command = [sqlite3, ":memory:", ".parameter set @rows %d" % sz["sqlite_rows"],
+                       ".read %s" % os.path.join(HERE, "real", "sqlite3.sql")]
+            programs.append(("sqlite3", "sqlite3 %s running bench/real/sqlite3.sql on an in-memory database: %d rows "
+                             "inserted, two indexes, queries, updates, deletes, VACUUM"
+                             % (version([sqlite3, "--version"], r"^(\S+)"), sz["sqlite_rows"]),
+                             lambda preload, command=command: harness.run_timed(command, preload, peakrss)[:2]))
+        else:
+            missing("sqlite3", "sqlite3")
+        # Debian's python3, not whichever runs this script (a virtual
+        # environment's, or one built by hand).
+        python3 = "/usr/bin/python3"
+        if os.path.exists(python3):
+            rounds, records = sz["python"]
+            command = [python3, os.path.join(HERE, "real", "python3.py"), str(rounds), str(records)]
+            programs.append(("python3", "Python %s running bench/real/python3.py: %d rounds of %d records as dicts, "
+                             "indexed, through JSON and back, strings, lists and bytes (objects of up to 512 bytes "
+                             "are Python's own allocator's)"
+                             % (version([python3, "--version"], r"Python (\S+)"), rounds, records),
+                             lambda preload, command=command: harness.run_timed(command, preload, peakrss)[:2]))
+        else:
+            missing(python3, "python3")
+        gcc = shutil.which("gcc")
+        if gcc:
+            sys.path.insert(0, os.path.join(HERE, "real"))
+            import gcc_source
+            source = os.path.join(work, "big.c")
+            with open(source, "w") as f:
+                f.write(gcc_source.source(sz["gcc_functions"]))
+            command = [gcc, "-O2", "-c", source, "-o", os.path.join(work, "big.o")]
+            programs.append(("gcc", "gcc %s -O2 -c of a C file of %d functions (%d KB) written by "
+                             "bench/real/gcc_source.py; the driver, cc1 and as all preloaded; the peak is the "
+                             "largest of theirs (cc1's)"
+                             % (version([gcc, "-dumpfullversion"], r"^(\S+)"), sz["gcc_functions"],
+                                os.path.getsize(source) // 1024),
+                             lambda preload, command=command: harness.run_timed(command, preload, peakrss)[:2]))
+        else:
+            missing("gcc", "gcc")
+        return programs, skipped
+
     def memtime(self):
         return "\n".join([self.memtime_burst("small", "burst"), self.memtime_burst("large", "big blocks"),
                           self.memtime_redis()])
@@ -567,7 +676,8 @@ class Suite:
                   "set arrow from 0, graph 0 to 0, graph 1 nohead dt 2\n")
 
 
-TABLES = ["threads", "threads_ends", "loops", "shortlived", "crossthread", "lifetimes", "medium", "workloads", "grow", "cxx", "zsh", "memtime", "arena", "context"]
+TABLES = ["threads", "threads_ends", "loops", "shortlived", "crossthread", "lifetimes", "medium", "workloads", "grow", "cxx", "zsh", "real", "memtime", "arena",
+          "context"]
 
 
 EPILOG = """tables: %s

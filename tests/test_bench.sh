@@ -169,13 +169,25 @@ check 'python3 bench/run.py --help | grep -q "^tables: threads, threads_ends, lo
 # CSVs: allocator, case and run first; integers without a fraction.
 check 'head -n 1 "$out/threads.csv" | grep -q "^allocator,case,run,threads,ops_per_sec,"' "CSV columns in a stable order"
 check '! grep -Eq "[0-9]\.0(,|$)" "$out/threads.csv" && ! grep -Eq "\.[0-9]{7,}" "$out/grow.csv"' "CSV numbers without noise digits"
-for heading in "### threads (" "### threads, partly written" "### per-thread loops" "### short-lived small blocks" "### cross-thread" "### random lifetimes" "### medium and big blocks" "### workloads" "### grow" "### C++: operator new and delete" "### zsh" "### memory over time (" "### memory over time, big blocks" "### memory over time, a real server" "### arena" "### context"; do
+for heading in "### threads (" "### threads, partly written" "### per-thread loops" "### short-lived small blocks" "### cross-thread" "### random lifetimes" "### medium and big blocks" "### workloads" "### grow" "### C++: operator new and delete" "### zsh" "### real programs" "### memory over time (" "### memory over time, big blocks" "### memory over time, a real server" "### arena" "### context"; do
     check 'grep -q "^$heading" "$out/tables.md"' "table $heading"
 done
-for csv in threads threads_ends loops shortlived crossthread lifetimes medium workloads grow cxx zsh memtime memtime_large memtime_redis arena context; do
+for csv in threads threads_ends loops shortlived crossthread lifetimes medium workloads grow cxx zsh real memtime memtime_large memtime_redis arena context; do
     check '[ -s "$out/$csv.csv" ] && grep -q strata "$out/$csv.csv"' "$csv.csv with strata rows"
 done
 check '[ "$(grep -c "^| strata |" "$out/tables.md")" -ge 17 ]' "strata has a row in every table"
+# The real programs table measures each program installed, and names the
+# package of each that is not.
+sed -n "/^### real programs/,/^### /p" "$out/tables.md" > "$out/real.md"
+for program in redis-server:redis sqlite3:sqlite3 /usr/bin/python3:python3 gcc:gcc; do
+    if command -v "${program%%:*}" > /dev/null; then
+        check 'grep -q "^| allocator |.* ${program#*:} |" "$out/real.md" && grep -q "^- ${program#*:}: " "$out/real.md"' \
+            "the real programs table measures ${program#*:}"
+    else
+        check 'grep -q "^.*${program#*:}.* is not installed (apt-get install " "$out/real.md"' \
+            "the real programs table names the package of ${program#*:}"
+    fi
+done
 # Debian's mimalloc, where installed, carries its version, apart from a
 # mimalloc built by hand.
 check '! grep -q "^| mimalloc |" "$out/tables.md" && { ! dpkg-query -W libmimalloc2.0 > /dev/null 2>&1 || grep -q "^| mimalloc-2\.[0-9.]* |" "$out/tables.md"; }' \
