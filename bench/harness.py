@@ -166,12 +166,21 @@ def environment(preload, env_extra=None):
     return env
 
 
+class ProgramFailed(RuntimeError):
+    """A program measured that exited with a status other than 0 or was
+    killed: returncode as subprocess gives it (below 0: the signal)."""
+
+    def __init__(self, command, returncode, stderr):
+        super().__init__("%s failed (%d): %s" % (" ".join(command), returncode, stderr[-500:]))
+        self.returncode = returncode
+
+
 def run_program(command, preload, env_extra=None, timeout=600):
     """Runs a benchmark program, returns the parsed fields of each output line."""
     out = subprocess.run(command, env=environment(preload, env_extra), capture_output=True,
                          text=True, timeout=timeout)
     if out.returncode != 0:
-        raise RuntimeError("%s failed (%d): %s" % (" ".join(command), out.returncode, out.stderr[-500:]))
+        raise ProgramFailed(command, out.returncode, out.stderr)
     return [parse_fields(line) for line in out.stdout.splitlines() if "=" in line]
 
 
@@ -185,8 +194,10 @@ def count_memory_calls(command, preload):
     if strace is None:
         return None
     with tempfile.NamedTemporaryFile(mode="r") as out:
-        subprocess.run([strace, "-f", "-c", "-o", out.name, "-e", "trace=" + MEMORY_CALLS] + command,
-                       env=environment(preload), capture_output=True, text=True, check=True)
+        run = subprocess.run([strace, "-f", "-c", "-o", out.name, "-e", "trace=" + MEMORY_CALLS] + command,
+                             env=environment(preload), capture_output=True, text=True)
+        if run.returncode != 0:
+            raise ProgramFailed(command, run.returncode, run.stderr)
         for line in out.read().splitlines():
             fields = line.split()
             if fields and fields[-1] == "total":
@@ -205,7 +216,9 @@ def run_timed(command, preload, peakrss):
         out = subprocess.run([peakrss] + command, env=env, capture_output=True, text=True)
         elapsed = (time.monotonic() - start) * 1000.0
         if out.returncode != 0:
-            raise RuntimeError("%s failed (%d): %s" % (" ".join(command), out.returncode, out.stderr[-500:]))
+            # peakrss exits with 128 + the signal that killed the command.
+            signal = out.returncode - 128 if out.returncode > 128 else 0
+            raise ProgramFailed(command, -signal if signal else out.returncode, out.stderr)
         return elapsed, kb_to_mb(int(peak.read().strip() or 0)), out.stdout
 
 
@@ -260,15 +273,21 @@ def run_redis(preload, benchmark_args):
         deadline = time.monotonic() + 10
         while subprocess.run(["redis-cli", "-p", str(port), "ping"], capture_output=True, text=True,
                              timeout=10).stdout.strip() != "PONG":
+            if server.poll() is not None and server.returncode < 0:
+                raise ProgramFailed(["redis-server"], server.returncode, "")
             if server.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError("redis-server did not answer within 10 s (preloaded: %s)" % library)
             time.sleep(0.05)
         if not maps_hold(server.pid, library):
             raise RuntimeError("redis-server's mappings do not hold %s: its malloc is not the preloaded one" % library)
         start = time.monotonic()
-        subprocess.run(["redis-benchmark", "-p", str(port)] + benchmark_args, capture_output=True, check=True,
-                       timeout=600)
+        driven = subprocess.run(["redis-benchmark", "-p", str(port)] + benchmark_args, capture_output=True,
+                                text=True, timeout=600)
         elapsed = (time.monotonic() - start) * 1000.0
+        if server.poll() is not None:
+            raise ProgramFailed(["redis-server"], server.returncode, "")
+        if driven.returncode != 0:
+            raise RuntimeError("redis-benchmark failed (%d): %s" % (driven.returncode, driven.stderr[-500:]))
         with open("/proc/%d/status" % server.pid) as f:
             peak = read_status_field(f.read(), "VmHWM")
         memory = redis_info(port, "memory")

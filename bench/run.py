@@ -7,6 +7,7 @@ import argparse
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -58,11 +59,41 @@ SIZES = {
 }
 
 
+# How many times a run of another allocator than strata's is made when
+# each is killed by a signal.
+CRASH_TRIES = 3
+
+
+def signal_name(number):
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return "signal %d" % number
+
+
 class Suite:
     def __init__(self, build, out, allocators, repeats, sizes):
         self.build, self.out, self.allocators = build, out, allocators
         self.repeats, self.sizes = repeats, sizes
         self.names = [name for name, _ in allocators]
+        self.own_libraries = {preload for name, preload in allocators if name in harness.OWN_NAMES and preload}
+        self.crashes = []
+
+    def measured(self, preload, name, what, measure):
+        """measure()'s result. A run of another allocator than strata's that
+        is killed by a signal is made again, up to CRASH_TRIES times, and the
+        crash is listed under the tables: one crash of a peer should neither
+        end an hour's measurement nor go unsaid. strata's own crash ends
+        the run."""
+        for attempt in range(1, CRASH_TRIES + 1):
+            try:
+                return measure()
+            except harness.ProgramFailed as e:
+                if e.returncode >= 0 or preload in self.own_libraries or attempt == CRASH_TRIES:
+                    raise
+                self.crashes.append("%s, %s: %s killed by %s; measured again" % (
+                    name, what, os.path.basename(str(e).split(" ", 1)[0]), signal_name(-e.returncode)))
+                harness.progress("%s crashed (%s); measuring it again" % (name, signal_name(-e.returncode)))
 
     def program(self, name):
         return os.path.join(self.build, "bench", name)
@@ -78,7 +109,9 @@ class Suite:
                 for name, preload, env in runners:
                     harness.progress("%s: run %d/%d, %s, %s" % (table, rep + 1, self.repeats,
                                                                 label_of(case), name))
-                    for fields in harness.run_program(command_of(case), preload, env):
+                    measure = (lambda: harness.run_program(command_of(case), preload, env))
+                    for fields in self.measured(preload, name, "%s %s, run %d" % (table, label_of(case), rep + 1),
+                                                measure):
                         if "t_ms" in fields:
                             continue
                         fields.update(allocator=name, run=rep + 1, case=label_of(case))
@@ -190,8 +223,9 @@ class Suite:
         for name, preload in self.allocators:
             for m in modes:
                 harness.progress("medium: system calls, %s, %s" % (m, name))
-                n = harness.count_memory_calls([self.program("medium"), "-m", m, "-n",
-                                                str(self.sizes["medium_steps"][m])], preload)
+                command = [self.program("medium"), "-m", m, "-n", str(self.sizes["medium_steps"][m])]
+                n = self.measured(preload, name, "medium %s, system calls" % m,
+                                  lambda: harness.count_memory_calls(command, preload))
                 calls[(name, m)] = None if n is None else n / float(self.sizes["medium_steps"][m])
         table = []
         for row in self.ratio_table(rows, modes, "ops_per_sec", harness.human):
@@ -310,8 +344,9 @@ class Suite:
                 for name, preload in self.allocators:
                     harness.progress("zsh: run %d/%d, %s_test, %s" % (rep + 1, self.repeats, test, name))
                     script = os.path.join(HERE, "zsh", test + ".zsh")
-                    ms, peak, _ = harness.run_timed([zsh, "-f", script] + [str(a) for a in args],
-                                                    preload, peakrss)
+                    command = [zsh, "-f", script] + [str(a) for a in args]
+                    ms, peak, _ = self.measured(preload, name, "zsh %s_test, run %d" % (test, rep + 1),
+                                                lambda: harness.run_timed(command, preload, peakrss))
                     rows.append(dict(allocator=name, run=rep + 1, case=test, ms=ms, peak_rss_mb=peak))
         harness.write_csv(os.path.join(self.out, "zsh.csv"), rows)
         cases = list(tests)
@@ -340,7 +375,8 @@ class Suite:
                 for case, _, measure in programs:
                     for name, preload in self.allocators:
                         harness.progress("real programs: run %d/%d, %s, %s" % (rep + 1, self.repeats, case, name))
-                        ms, peak = measure(preload)
+                        ms, peak = self.measured(preload, name, "real programs %s, run %d" % (case, rep + 1),
+                                                 lambda: measure(preload))
                         rows.append(dict(allocator=name, run=rep + 1, case=case, ms=ms, peak_rss_mb=peak))
         finally:
             shutil.rmtree(work, ignore_errors=True)
@@ -438,7 +474,9 @@ class Suite:
         for rep in range(self.repeats):
             for name, preload in self.allocators:
                 harness.progress("memory over time: run %d/%d, %d MB of %s, %s" % (rep + 1, self.repeats, mb, case, name))
-                fields = harness.run_program([self.program("memtime"), "-w", str(mb), "-m", mode], preload)
+                command = [self.program("memtime"), "-w", str(mb), "-m", mode]
+                fields = self.measured(preload, name, "memory over time, %s, run %d" % (case, rep + 1),
+                                       lambda: harness.run_program(command, preload))
                 summary = [f for f in fields if "summary" in f][0]
                 summary.update(allocator=name, run=rep + 1, case=case)
                 rows.append(summary)
@@ -769,6 +807,9 @@ def main():
                                                                       args.mode, args.repeats)] + notes
     for table in wanted:
         report.append(getattr(suite, table)())
+    if suite.crashes:
+        report.append("### runs that crashed\nKilled by a signal and measured again (the figures above are of the "
+                      "runs that ended):\n\n" + "".join("- %s\n" % crash for crash in suite.crashes))
     text = "\n\n".join(report) + "\n"
     with open(os.path.join(args.out, "tables.md"), "w") as f:
         f.write(text)

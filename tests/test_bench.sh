@@ -149,6 +149,38 @@ for wrong in "gone-1.0=$out/gone.so:gone-1.0: $out/gone.so does not exist" \
         "BENCH_ALLOCATORS=${wrong%%:*} refused: $(head -c 300 "$out/refused.err")"
 done
 check 'python3 bench/run.py --help | grep -q "^BENCH_ALLOCATORS=\"NAME=PATH ...\""' "--help says what BENCH_ALLOCATORS is"
+# A run of another allocator that is killed by a signal is made again and
+# listed under the tables: here a malloc that is glibc's, in a library
+# that crashes the first shortlived process it is loaded into.
+cat > "$out/flaky.c" << 'EOF_FLAKY'
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+extern void *__libc_malloc(size_t size);
+extern void __libc_free(void *block);
+extern void *__libc_calloc(size_t count, size_t size);
+extern void *__libc_realloc(void *block, size_t size);
+void *malloc(size_t size) { return __libc_malloc(size); }
+void free(void *block) { __libc_free(block); }
+void *calloc(size_t count, size_t size) { return __libc_calloc(count, size); }
+void *realloc(void *block, size_t size) { return __libc_realloc(block, size); }
+__attribute__((constructor)) static void crash_once(void)
+{
+    const char *mark = getenv("FLAKY_MARK");
+    if (mark != NULL && strcmp(program_invocation_short_name, "shortlived") == 0 &&
+        open(mark, O_CREAT | O_EXCL | O_WRONLY, 0600) >= 0)
+        raise(SIGSEGV);
+}
+EOF_FLAKY
+${CC:-cc} -D_GNU_SOURCE -shared -fPIC -o "$out/flaky.so" "$out/flaky.c"
+FLAKY_MARK="$out/flaky.mark" BENCH_ALLOCATORS="flaky=$out/flaky.so" python3 bench/run.py --build "$BUILD" --mode smoke \
+    --repeats 1 --only shortlived --out "$out/flaky" > /dev/null 2> "$out/flaky.err"
+check '[ $? -eq 0 ] && grep -q "^| flaky | " "$out/flaky/tables.md" && grep -q "^### runs that crashed" "$out/flaky/tables.md" &&
+       grep -q "^- flaky, shortlived 16 B, run 1: shortlived killed by SIGSEGV; measured again$" "$out/flaky/tables.md"' \
+    "a peer's crashed run is made again and listed: $(tail -c 300 "$out/flaky.err")"
 
 status_before=$(git status --porcelain 2> /dev/null)
 python3 bench/run.py --build "$BUILD" --mode smoke --repeats 1 --out "$out" > "$out/stdout" 2> "$out/progress"
