@@ -42,7 +42,7 @@ SIZES = {
                     loop_threads=[1, 2, 4], loop_steps=20000000, medium_steps=dict(medium=20000, big=2000),
                     workloads=dict(server=20, churn=200, leak=4000000),
                     lifetimes=dict(threads=[2, 4], steps=200000, started=20), shortlived_rounds=200000,
-                    real=dict(redis_requests=20000, sqlite_rows=100000, python=[2, 40000], gcc_functions=80),
+                    real=dict(redis_requests=15000, sqlite_rows=80000, python=[2, 30000], gcc_functions=60),
                     redis=dict(requests=3200000, last_wait=30, io_threads=[0, 2],
                                allocators=["strata", "glibc", "jemalloc"], repeats=1)),
     "full": dict(replacements=8000000, threads=[1, 2, 4, 8, 16], pairs=[1, 2, 4, 8], consumers=3,
@@ -54,7 +54,7 @@ SIZES = {
                  loop_threads=[1, 2, 4, 8], loop_steps=40000000, medium_steps=dict(medium=80000, big=4000),
                  workloads=dict(server=80, churn=800, leak=16000000),
                  lifetimes=dict(threads=[2, 4, 8], steps=200000, started=80), shortlived_rounds=800000,
-                 real=dict(redis_requests=80000, sqlite_rows=400000, python=[8, 40000], gcc_functions=300),
+                 real=dict(redis_requests=60000, sqlite_rows=320000, python=[8, 30000], gcc_functions=200),
                  redis=dict(requests=3200000, last_wait=30, io_threads=[0, 4], allocators="all", repeats=None)),
 }
 

@@ -38,4 +38,4 @@ def source(functions):
 
 
 if __name__ == "__main__":
-    sys.stdout.write(source(int(sys.argv[1]) if len(sys.argv) > 1 else 80))
+    sys.stdout.write(source(int(sys.argv[1]) if len(sys.argv) > 1 else 60))

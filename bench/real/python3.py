@@ -5,7 +5,7 @@ sizes; a tenth of each round's records kept to the end, so that the
 rounds' leftovers sit among what the next rounds allocate. Objects of up
 to 512 bytes come from Python's own small-object allocator, the rest
 (dict and list storage, long strings, the JSON text) from malloc.
-usage: python3 python3.py [rounds [records]]   (default 2 rounds of 40000)"""
+usage: python3 python3.py [rounds [records]]   (default 2 rounds of 30000)"""
 import json
 import sys
 
@@ -34,7 +34,7 @@ def one_round(number, count, kept):
 
 def main():
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 2
-    count = int(sys.argv[2]) if len(sys.argv) > 2 else 40000
+    count = int(sys.argv[2]) if len(sys.argv) > 2 else 30000
     kept = []
     total = sum(one_round(number, count, kept) for number in range(rounds))
     print("total=%d kept=%d" % (total, len(kept)))

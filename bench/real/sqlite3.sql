@@ -2,7 +2,7 @@
 -- programs table, on an in-memory database (so that its pages are the
 -- allocator's, not the file system's): @rows rows inserted in one
 -- transaction, two indexes built, then queries, updates and deletes.
--- Run as: sqlite3 -cmd ".parameter set @rows 100000" :memory: < sqlite3.sql
+-- Run as: sqlite3 :memory: ".parameter set @rows 80000" ".read sqlite3.sql"
 CREATE TABLE item(id INTEGER PRIMARY KEY, name TEXT, price REAL, tag TEXT, note TEXT);
 BEGIN;
 WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < @rows)
