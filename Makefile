@@ -96,8 +96,10 @@ help:
 	@echo '  test-asan      the tests under AddressSanitizer and UBSan, in build-asan'
 	@echo '  test-tsan      the threaded tests under ThreadSanitizer, in build-tsan'
 	@echo '  fuzz           the differential fuzzer at length (FUZZ_STEPS, FUZZ_SEEDS)'
-	@echo '  bench          strata beside every allocator installed (about 16 minutes on 2 cores)'
-	@echo '  bench-full     the same with more sizes and runs, redis on every allocator (about an hour and a half)'
+	@echo '  bench          strata beside every allocator installed and those of BENCH_ALLOCATORS'
+	@echo '                 (about 19 minutes on 2 cores; 26 with the three peers of bench/README.md)'
+	@echo '  bench-full     the same with more sizes and runs, redis on every allocator (about 1 h 45 min;'
+	@echo '                 2 h 30 min with the peers)'
 	@echo '  bench-deps     install the Debian packages the benchmarks compare against'
 	@echo '  install        install the libraries, header, pkg-config files and CMake package (without -Werror)'
 	@echo '  uninstall      remove what install put there'
@@ -107,7 +109,8 @@ help:
 	@echo '  WERROR (1: warnings are errors),'
 	@echo '  BUILD ($(BUILD)), PREFIX ($(PREFIX)), LIBDIR ($(LIBDIR)), INCLUDEDIR ($(INCLUDEDIR)),'
 	@echo '  PKGCONFIGDIR ($(PKGCONFIGDIR)), CMAKEDIR ($(CMAKEDIR)), BINDIR ($(BINDIR)),'
-	@echo '  MANDIR ($(MANDIR)), DESTDIR (staging root for install and uninstall)'
+	@echo '  MANDIR ($(MANDIR)), DESTDIR (staging root for install and uninstall),'
+	@echo '  BENCH_ALLOCATORS (make bench: more allocators, "NAME-VERSION=/path/lib.so ...")'
 
 $(BUILD)/obj/%.o: src/%.c $(HEADERS)
 	@mkdir -p $(dir $@)
