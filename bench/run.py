@@ -59,6 +59,11 @@ SIZES = {
 }
 
 
+# One colour an allocator in the plots: gnuplot's own cycle has eight, and a
+# run with the peers draws more lines than that.
+PLOT_COLOURS = ["#9400d3", "#009e73", "#56b4e9", "#e69f00", "#d4c200", "#0072b2", "#e51e10", "#000000",
+                "#a0522d", "#ff69b4", "#808080", "#2e8b57"]
+
 # How many times a run of another allocator than strata's is made when
 # each is killed by a signal.
 CRASH_TRIES = 3
@@ -670,7 +675,8 @@ class Suite:
         """Writes each allocator's points (x, y[, low, high]) as a gnuplot data
         block and draws them into OUT/name.svg, from 0 up, each allocator's
         line thinner than the one before (so that no line hides one it lies
-        on) and the legend outside the plot; labels: title, x label, y label."""
+        on), from 5 down to 1 whatever their number, each of its own colour,
+        and the legend outside the plot; labels: title, x label, y label."""
         data = os.path.join(self.out, name + ".dat")
         with open(data, "w") as f:
             for label in self.names:
@@ -678,9 +684,9 @@ class Suite:
                 for point in series.get(label, []):
                     f.write(" ".join("%.3f" % v for v in point) + "\n")
                 f.write("\n\n")
-        widths = len(self.names)
-        plots = ", ".join("'%s' index %d using %s with %s lw %d title '%s'" % (data, i, using, style,
-                                                                             1 + (widths - 1 - i), n)
+        steps = max(len(self.names) - 1, 1)
+        plots = ", ".join("'%s' index %d using %s with %s lw %.1f lc rgb '%s' title '%s'"
+                          % (data, i, using, style, 1 + 4.0 * (steps - i) / steps, PLOT_COLOURS[i % len(PLOT_COLOURS)], n)
                           for i, n in enumerate(self.names))
         self.gnuplot("set terminal svg size 820,420 font 'sans,12'\nset output '%s'\n"
                      "set title '%s'\nset xlabel '%s'\nset ylabel '%s'\nset grid\nset yrange [0:*]\n"
