@@ -428,7 +428,7 @@ class Suite:
         sqlite3 = shutil.which("sqlite3")
         if sqlite3:
             command = [sqlite3, ":memory:", ".parameter set @rows %d" % sz["sqlite_rows"],
-                       ".read %s" % os.path.join(HERE, "real", "sqlite3.sql")]
+                       ".read \"%s\"" % os.path.join(HERE, "real", "sqlite3.sql")]
             programs.append(("sqlite3", "sqlite3 %s running bench/real/sqlite3.sql on an in-memory database: %d rows "
                              "inserted, two indexes, queries, updates, deletes, VACUUM"
                              % (version([sqlite3, "--version"], r"^(\S+)"), sz["sqlite_rows"]),
