@@ -114,9 +114,9 @@ class Suite:
                 for name, preload, env in runners:
                     harness.progress("%s: run %d/%d, %s, %s" % (table, rep + 1, self.repeats,
                                                                 label_of(case), name))
-                    measure = (lambda: harness.run_program(command_of(case), preload, env))
-                    for fields in self.measured(preload, name, "%s %s, run %d" % (table, label_of(case), rep + 1),
-                                                measure):
+                    what = "%s %s, run %d" % (table, label_of(case), rep + 1)
+                    for fields in self.measured(preload, name, what,
+                                                lambda: harness.run_program(command_of(case), preload, env)):
                         if "t_ms" in fields:
                             continue
                         fields.update(allocator=name, run=rep + 1, case=label_of(case))
@@ -720,8 +720,8 @@ class Suite:
                   "set arrow from 0, graph 0 to 0, graph 1 nohead dt 2\n")
 
 
-TABLES = ["threads", "threads_ends", "loops", "shortlived", "crossthread", "lifetimes", "medium", "workloads", "grow", "cxx", "zsh", "real", "memtime", "arena",
-          "context"]
+TABLES = ["threads", "threads_ends", "loops", "shortlived", "crossthread", "lifetimes", "medium", "workloads",
+          "grow", "cxx", "zsh", "real", "memtime", "arena", "context"]
 
 
 EPILOG = """tables: %s
