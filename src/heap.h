@@ -163,6 +163,6 @@ void heap_trim_own(void);
 /* The purger's step for one heap (heap lock held): the remote frees and
  * empty current pages of an owner idle since the last step go back to its
  * segments, then its aged free slices to the OS (heap_purge_idle). */
-void heap_reclaim_idle(struct heap *heap, void *unused);
+void heap_reclaim_idle(struct heap *heap);
 
 #endif /* STRATA_HEAP_H */

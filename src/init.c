@@ -92,7 +92,7 @@ __attribute__((constructor)) static void strata_init_at_load(void)
  * too busy to look at. */
 static void reclaim_idle(struct heap *heap, void *work_left)
 {
-    heap_reclaim_idle(heap, NULL);
+    heap_reclaim_idle(heap);
     /* Sequentially consistent: against a remote push's (purge.c). */
     *(bool *)work_left |= heap->dirty_slices != 0 || heap->parked_at != 0 ||
                           heap_remote_pending(heap);

@@ -184,9 +184,8 @@ bool heap_retire_parked(bool all)
 }
 
 /* ---- the purger's step ------------------------------------------------------- */
-void heap_reclaim_idle(struct heap *heap, void *unused)
+void heap_reclaim_idle(struct heap *heap)
 {
-    (void)unused;
     /* An owner that took no slow path for a whole round may sleep for
      * long: what other threads freed to it, and its empty current pages,
      * go back to its segments now, and to the OS at once, since the
