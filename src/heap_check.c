@@ -21,12 +21,12 @@ const char *heap_check_locked(const struct heap *heap)
         const struct page *current = heap->current[c];
         if (current != &page_empty && (!current->in_use || current->class_index != c))
             return heap_broken("current page of class %u (%p) is not in use for it", c,
-                          (const void *)current);
+                               (const void *)current);
         for (const struct page *page = heap->available[c]; page != NULL; page = page->next, on_lists++)
             if (!page->listed || page->class_index != c || page->free == NULL || page == current)
                 return heap_broken("available page %p of class %u: listed %u, class %u, %s", (const void *)page,
-                              c, page->listed, page->class_index,
-                              page == current ? "also current" : page->free ? "has free blocks" : "no free block");
+                                   c, page->listed, page->class_index,
+                                   page == current ? "also current" : page->free ? "has free blocks" : "no free block");
     }
     size_t dirty = 0, listed = 0;
     for (const struct segment *s = heap->segments; s != NULL; s = s->next) {
@@ -44,16 +44,16 @@ const char *heap_check_locked(const struct heap *heap)
             if (!page->listed && (page->class_index == CLASS_MEDIUM || page != heap->current[page->class_index]) &&
                 (page->free != NULL || page->capacity != page->reserved))
                 return heap_broken("page %p of class %u is neither current nor listed, yet has room",
-                              (const void *)page, page->class_index);
+                                   (const void *)page, page->class_index);
         }
         dirty += (size_t)__builtin_popcountll(s->dirty_mask);
     }
     if (listed != on_lists)
         return heap_broken("heap %p: %zu pages marked listed, %zu on the available lists",
-                      (const void *)heap, listed, on_lists);
+                           (const void *)heap, listed, on_lists);
     if (dirty != heap->dirty_slices)
         return heap_broken("heap %p: %zu dirty slices counted, %zu in its segments", (const void *)heap,
-                      heap->dirty_slices, dirty);
+                           heap->dirty_slices, dirty);
     return NULL;
 }
 

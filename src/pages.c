@@ -195,7 +195,7 @@ const char *free_block_state_check(const struct block *b, size_t slot)
 {
     if (STRATA_SECURE_BUILD && *block_state(b, slot) != 0)
         return heap_broken("free block %p has the state %u of a block handed out", (const void *)b,
-                      *block_state(b, slot));
+                           *block_state(b, slot));
     return NULL;
 }
 
@@ -205,20 +205,20 @@ const char *page_check(const struct page *page)
     const char *broken;
     if (page->used > page->capacity || page->capacity > page->reserved)
         return heap_broken("page %p: used %u, capacity %u, reserved %u", (const void *)page, page->used,
-                      page->capacity, page->reserved);
+                           page->capacity, page->reserved);
     const struct block *bad;
     size_t length = free_list_length(page->free, page->capacity, &bad);
     if (bad != NULL)
         return heap_broken("page %p: free list holds %p, whose words are not a free block's (written after free?)",
-                      (const void *)page, (const void *)bad);
+                           (const void *)page, (const void *)bad);
     if (length != page->capacity - page->used)
         return heap_broken("page %p: free list of %zu%s blocks, capacity - used is %u",
-                      (const void *)page, length, length > page->capacity ? "+" : "",
-                      page->capacity - page->used);
+                           (const void *)page, length, length > page->capacity ? "+" : "",
+                           page->capacity - page->used);
     for (const struct block *b = page->free; b != NULL; b = block_link(b)) {
         if (!page_contains(page, b))
             return heap_broken("page %p: free list holds %p, not one of its carved blocks",
-                          (const void *)page, (const void *)b);
+                               (const void *)page, (const void *)b);
         if ((broken = free_block_state_check(b, page->block_size)) != NULL)
             return broken;
     }
