@@ -312,11 +312,13 @@ def source_graph():
     for folder in OBJ_DIRS:
         for path in glob.glob(os.path.join(BUILD, folder, "*.o")):
             name = os.path.basename(path)[:-2]
-            for symbol in nm(["--defined-only", "-g"], path):
-                definers.setdefault(symbol, set()).add(name)
-            functions.update(nm(["--defined-only", "-g", "--format=posix"], path) & set())
-            out = subprocess.run(["nm", "--defined-only", "-g", path], capture_output=True, text=True, check=True).stdout
-            functions.update(line.split()[-1] for line in out.splitlines() if line.split()[-2:-1] in (["T"], ["W"]))
+            out = subprocess.run(["nm", "--defined-only", "-g", path], capture_output=True, text=True,
+                                 check=True).stdout
+            for fields in (line.split() for line in out.splitlines()):
+                if len(fields) >= 2:
+                    definers.setdefault(fields[-1], set()).add(name)
+                    if fields[-2] in ("T", "W"):
+                        functions.add(fields[-1])
             used.setdefault(name, set()).update(nm(["-u"], path))
     arrows = {}
     for path in sorted(glob.glob(os.path.join(SRC, "*.c")) + glob.glob(os.path.join(SRC, "*.h"))):
