@@ -12,6 +12,7 @@
 #ifndef __cplusplus
 #include <float.h>
 #endif
+#include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -290,6 +291,30 @@ static inline long status_field(const char *path, const char *name)
     if (f != NULL)
         fclose(f);
     return value;
+}
+
+/* The /proc/self/task entry of strata's purger thread, found by the name
+ * it gives itself once its start-up is done: its status file's path is
+ * written to `status_path`. Returns whether it runs. */
+static inline bool purger_task_status(char *status_path, size_t size)
+{
+    DIR *tasks = opendir("/proc/self/task");
+    struct dirent *task;
+    bool found = false;
+    while (tasks != NULL && !found && (task = readdir(tasks)) != NULL) {
+        char path[300], text[64] = "";
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", task->d_name);
+        FILE *f = fopen(path, "r");
+        if (f == NULL)
+            continue;
+        found = fgets(text, sizeof text, f) != NULL && strcmp(text, "strata-purger\n") == 0;
+        fclose(f);
+        if (found)
+            snprintf(status_path, size, "/proc/self/task/%s/status", task->d_name);
+    }
+    if (tasks != NULL)
+        closedir(tasks);
+    return found;
 }
 
 /* Whether this process's resident size reflects strata's memory: not under a

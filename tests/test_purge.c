@@ -4,7 +4,6 @@
  * returns what is left, the memory limit refuses and recovers, statistics
  * add up and print as a table and as JSON, and every option's malformed
  * value is reported. */
-#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -390,25 +389,8 @@ static int worker_idle(void)
  * its name; -1 when it is not running. */
 static long purger_wakeups(void)
 {
-    DIR *tasks = opendir("/proc/self/task");
-    struct dirent *task;
-    long switches = -1;
-    while (tasks != NULL && switches < 0 && (task = readdir(tasks)) != NULL) {
-        char path[300], text[64] = "";
-        snprintf(path, sizeof path, "/proc/self/task/%s/comm", task->d_name);
-        FILE *f = fopen(path, "r");
-        if (f == NULL)
-            continue;
-        bool purger = fgets(text, sizeof text, f) != NULL && strcmp(text, "strata-purger\n") == 0;
-        fclose(f);
-        if (!purger)
-            continue;
-        snprintf(path, sizeof path, "/proc/self/task/%s/status", task->d_name);
-        switches = status_field(path, "voluntary_ctxt_switches");
-    }
-    if (tasks != NULL)
-        closedir(tasks);
-    return switches;
+    char path[320];
+    return purger_task_status(path, sizeof path) ? status_field(path, "voluntary_ctxt_switches") : -1;
 }
 
 /* A freed burst goes back; then, with nothing left to give back, the
