@@ -332,17 +332,26 @@ static inline void pool_emptied(struct ctx_pool *pool)
         pool_free_block(pool);
 }
 
+/* The pool's count and cursor for a chunk given back: the newest chunk's
+ * space is the pool's again at once; an older one's, when the pool empties
+ * (pool_give_back). */
+static STRATA_ALWAYS_INLINE void pool_chunk_returned(struct ctx_pool *pool, struct ctx *c, size_t extent)
+{
+    strata_assert_cmp(pool->chunks, >, 0);
+    strata_assert((char *)c >= pool_start(pool) && (char *)c + extent <= pool->cursor);
+    if ((char *)c + extent == pool->cursor)
+        pool->cursor = (char *)c;
+    pool->chunks--;
+}
+
 /* A chunk's header stays readable after it is freed (so a double free is
  * seen); its payload is poisoned until the space is carved again. */
 static inline void pool_give_back(struct ctx_pool *pool, struct ctx *c, size_t extent)
 {
     if (STRATA_ASAN_ACTIVE || unlikely(pool->inline_end == NULL)) /* instrumented */
         memory_released(payload_of(c), extent - CTX_HEADER);
-    strata_assert_cmp(pool->chunks, >, 0);
-    strata_assert((char *)c >= pool_start(pool) && (char *)c + extent <= pool->cursor);
-    if ((char *)c + extent == pool->cursor)
-        pool->cursor = (char *)c;
-    if (unlikely(--pool->chunks == 0))
+    pool_chunk_returned(pool, c, extent);
+    if (unlikely(pool->chunks == 0))
         pool_emptied(pool);
 }
 
@@ -585,17 +594,64 @@ static STRATA_NOINLINE int ctx_free_with_destructor(struct ctx *c)
 
 static const char *ctx_check_near(struct ctx *c, bool in_free);
 
+/* Whether c is a pool's chunk that a free gives back with no call: no
+ * name, destructor or limit; not the last chunk of a pool already freed
+ * (whose return frees the pool's block); no instrumentation to tell. */
+static STRATA_ALWAYS_INLINE bool quick_pool_chunk(const struct ctx *c)
+{
+    const struct ctx_pool *pool = c->pool;
+    return !STRATA_ASAN_ACTIVE && c->flags == CTX_IN_POOL && pool->inline_end != NULL &&
+           (pool->chunks > 1 || pool->alive);
+}
+
+/* pool_give_back for a quick chunk: its pool, emptied, is alive. */
+static STRATA_ALWAYS_INLINE void release_quick_pool_chunk(struct ctx *c)
+{
+    struct ctx_pool *pool = c->pool;
+    c->magic = CTX_FREED;
+    pool_chunk_returned(pool, c, extent_of(c->size));
+    if (pool->chunks == 0)
+        pool->cursor = pool_start(pool);
+}
+
+static STRATA_NOINLINE int ctx_free_general(struct ctx *c, struct ctx *child);
+
+/* The free of a context, its children first. A pool's chunk whose children
+ * are all quick leaves (talloc's pool pattern: a parent and its strings)
+ * takes no call and saves no register; anything else goes on from where
+ * the quick loop stopped. */
 static inline int ctx_free(struct ctx *c)
 {
     if (unlikely(frees_a_running_destructor(c))) {
         errno = EBUSY;
         return -1;
     }
+    struct ctx *child = c->child;
+    if (likely(quick_pool_chunk(c))) {
+        while (child != NULL && child->child == NULL && quick_pool_chunk(child)) {
+            struct ctx *next = child->next;
+            release_quick_pool_chunk(child);
+            child = next;
+        }
+        if (likely(child == NULL) && likely(quick_pool_chunk(c))) {
+            detach(c);
+            release_quick_pool_chunk(c);
+            return 0;
+        }
+    }
+    return ctx_free_general(c, child);
+}
+
+/* ctx_free's every other case: child is c's newest child not yet freed. */
+static STRATA_NOINLINE int ctx_free_general(struct ctx *c, struct ctx *child)
+{
+    c->child = child;
+    if (child != NULL)
+        child->prev = NULL;
     if (unlikely(c->flags & (CTX_DESTRUCTOR | CTX_FREEING)))
         return ctx_free_with_destructor(c);
     /* Children that are leaves without destructors run no user code: they
      * are released without relinking their siblings one by one. */
-    struct ctx *child = c->child;
     while (child != NULL && plain_leaf(child)) {
         struct ctx *next = child->next;
         release(child);

@@ -499,6 +499,20 @@ static void test_pool_reclaim(void)
     CHECK_CMP(ctx_pool_chunks(pool), ==, 0);
     CHECK_CMP(ctx_pool_used(pool), ==, 0);
     CHECK_CMP(allocated_now(), ==, with_pool);
+
+    /* A free gives its newest children back straight to the pool, then
+     * meets an older one that is not the pool's: every one still ends. */
+    a = strata_ctx_alloc(pool, 64);
+    char *outside = strata_ctx_alloc(a, 8192);
+    char *one = strata_ctx_strdup(a, "one"), *two = strata_ctx_strdup(a, "two");
+    CHECK(outside != NULL && !in_block(outside, pool, 4096) && in_block(one, pool, 4096) &&
+          in_block(two, pool, 4096));
+    CHECK_CMP(ctx_pool_chunks(pool), ==, 3);
+    CHECK_CMP(strata_ctx_free(a), ==, 0);
+    CHECK_CMP(ctx_pool_chunks(pool), ==, 0);
+    CHECK_CMP(ctx_pool_used(pool), ==, 0);
+    CHECK_CMP(allocated_now(), ==, with_pool);
+    CHECK_SOUND(ctx_check(pool));
     strata_ctx_free(pool);
     CHECK_CMP(allocated_now(), ==, before);
 }
@@ -557,6 +571,12 @@ static void test_pool_outlived(void)
     CHECK_SOUND(ctx_check(root));
     char *under = strata_ctx_strdup(kept, "still carved");
     CHECK(strcmp(under, "still carved") == 0 && TREE_OK(root));
+    /* The freed pool's block goes when its last chunk does, a free of
+     * that chunk's children first. */
+    size_t with_kept = allocated_now();
+    CHECK_CMP(strata_ctx_free(kept), ==, 0);
+    CHECK_CMP(allocated_now(), <, with_kept);
+    CHECK_SOUND(ctx_check(root));
     strata_ctx_free(root);
     CHECK_CMP(allocated_now(), ==, before);
 }
