@@ -45,6 +45,15 @@ void bins_init(struct heap *heap)
 
 static void free_to_owner(struct page *page, struct block *block);
 
+/* The owner's refill or flush (heap lock held): counted for the purger,
+ * and the heap no longer idle. */
+static inline void heap_note_slow_call(struct heap *heap)
+{
+    heap->slow_calls++;
+    if (unlikely(atomic_load_explicit(&heap->idle, memory_order_relaxed)))
+        atomic_store_explicit(&heap->idle, false, memory_order_relaxed);
+}
+
 /* ---- the bins' invariants -------------------------------------------------- */
 /* One bin: its count, limit and that every block is of a page of this heap
  * and class, or a carved block of another heap's page of the class. */
@@ -110,10 +119,14 @@ uint32_t bin_cached_blocks(const struct heap *heap, unsigned class_index)
     return __atomic_load_n(&heap->bins[class_index].count, __ATOMIC_RELAXED);
 }
 
+static void *bin_refill_from_idle_heap(struct heap *heap, unsigned class_index);
+
 /* Makes current[class] a page with a free block: the current one, carved
  * further or given back blocks from the remote list, else an available
- * page, else a new one; false when out of memory (heap lock held). */
-static bool current_with_free(struct heap *heap, unsigned class_index)
+ * page, else a new one; false when out of memory (heap lock held). Before
+ * a new page, the bin may be refilled from an idle heap's page instead:
+ * *taken is then the block for the caller, and current[class] unchanged. */
+static bool current_with_free(struct heap *heap, unsigned class_index, void **taken)
 {
     struct page *page = heap->current[class_index];
     if (page->free != NULL || page_extend(page))
@@ -125,6 +138,8 @@ static bool current_with_free(struct heap *heap, unsigned class_index)
     }
     page = heap->available[class_index];
     if (unlikely(page == NULL)) {
+        if ((*taken = bin_refill_from_idle_heap(heap, class_index)) != NULL)
+            return true;
         struct page *fresh = heap_page_new_carved(heap, class_index);
         if (fresh != NULL) {
             heap->current[class_index] = fresh;
@@ -202,30 +217,30 @@ static void bins_age(struct heap *heap)
     }
 }
 
-/* heap_bin_refill's work, heap lock held. */
-static void *bin_refill_locked(struct heap *heap, unsigned class_index)
+/* A block of the page for the caller, and its other free blocks but
+ * `keep` into the (empty) bin so the next calls stay inline: all at once
+ * when they fit and none is kept, the list's length being capacity -
+ * used; else as many as fit, or half a bin, walked (the lock of the
+ * page's heap held). */
+static struct block *bin_fill_from_page(struct heap *heap, struct bin *bin, struct page *page, uint32_t keep)
 {
-    if (!current_with_free(heap, class_index))
-        return NULL;
-    struct page *page = heap->current[class_index];
     struct block *first = block_pop(page);
     counters_bytes_out((long)page->block_size);
     if (unlikely(strata_options.check))
         return first;
-    /* Move the page's free blocks into the (empty) bin so the next calls
-     * stay inline: all at once when they fit, the list's length being
-     * capacity - used; else half a bin, walked. */
-    struct bin *bin = &heap->bins[class_index];
     struct block *taken = page->free;
-    uint32_t moved = page->capacity - page->used;
-    if (taken == NULL)
-        return first;
     strata_assert_cmp(page->used, <=, page->capacity);
-    if (moved <= bin->limit) {
+    uint32_t free_blocks = page->capacity - page->used;
+    if (free_blocks <= keep)
+        return first;
+    uint32_t moved = free_blocks - keep;
+    if (moved > bin->limit)
+        moved = bin->limit / 2;
+    if (moved == free_blocks) {
         page->free = NULL;
     } else {
         struct block *last = taken;
-        for (moved = 1; moved < bin->limit / 2; moved++)
+        for (uint32_t i = 1; i < moved; i++)
             last = block_next(last);
         page->free = block_next(last);
         block_set_next(last, NULL);
@@ -236,6 +251,50 @@ static void *bin_refill_locked(struct heap *heap, unsigned class_index)
     counter_set(&page->used, page->used + moved);
     counters_bytes_out((long)page->block_size * (long)moved);
     bins_age(heap);
+    return first;
+}
+
+/* heap_bin_refill's work, heap lock held. */
+static void *bin_refill_locked(struct heap *heap, unsigned class_index)
+{
+    void *taken = NULL;
+    if (!current_with_free(heap, class_index, &taken))
+        return NULL;
+    if (taken != NULL)
+        return taken;
+    void *first = bin_fill_from_page(heap, &heap->bins[class_index], heap->current[class_index], 0);
+    if (STRATA_DEBUG_BUILD && !strata_options.check) /* checked mode's refill takes one block */
+        bin_debug_refill(heap, class_index);
+    return first;
+}
+
+/* A refill that would take a new page takes an idle heap's available page's
+ * free blocks instead (both locks held): what a thread that stopped
+ * allocating left free in its pages, its blocks freed by the threads that
+ * run, serves them, rather than stay stranded while they take new pages.
+ * The blocks stay the idle heap's, as a block another thread frees into
+ * its bin does; only free blocks move (the idle heap's pages are never
+ * carved from here: their owner reads its carving unlocked). */
+static void *bin_refill_from_idle_heap(struct heap *heap, unsigned class_index)
+{
+    if (strata_options.check)
+        return NULL;
+    struct heap *idle = heap_idle_with_page(heap, class_index);
+    if (idle == NULL)
+        return NULL;
+    struct page *page = idle->available[class_index];
+    strata_assert(page->free != NULL && page->class_index == class_index);
+    /* A page with room to carve keeps a free block, and so its place on
+     * the list (heap_check: a page with room is current or listed). */
+    uint32_t keep = page->capacity < page->reserved;
+    if (page->capacity - page->used <= keep) {
+        os_lock_give(&idle->lock);
+        return NULL;
+    }
+    void *first = bin_fill_from_page(heap, &heap->bins[class_index], page, keep);
+    if (page->free == NULL)
+        list_remove(idle, page);
+    os_lock_give(&idle->lock);
     if (STRATA_DEBUG_BUILD)
         bin_debug_refill(heap, class_index);
     return first;
@@ -246,7 +305,7 @@ void *heap_bin_refill(struct heap *heap, unsigned class_index)
     strata_assert(heap->bins[class_index].head == NULL);
     bin_note(heap, class_index, BIN_REFILLED);
     os_lock_take(&heap->lock);
-    heap->slow_calls++;
+    heap_note_slow_call(heap);
     void *block = bin_refill_locked(heap, class_index);
     os_lock_give(&heap->lock);
     return block;
@@ -296,7 +355,7 @@ void heap_bin_flush(struct heap *heap, struct bin *bin)
     strata_assert_cmp(bin->count, >, bin->limit);
     bin_note(heap, (unsigned)(bin - heap->bins), BIN_FLUSHED);
     os_lock_take(&heap->lock);
-    heap->slow_calls++;
+    heap_note_slow_call(heap);
     bin_trim(heap, bin, bin->limit / 2);
     bins_age(heap);
     os_lock_give(&heap->lock);

@@ -224,6 +224,31 @@ void heap_fork_child(void)
         os_lock_init(&h->lock);
 }
 
+/* How many heaps a refill's scan for an idle one reads, and how many
+ * idle heaps' locks it tries: a refill that finds no free block of its
+ * own costs a page's carving already, and a program of many threads
+ * pays no long walk. */
+#define IDLE_SCAN_HEAPS 64
+#define IDLE_SCAN_TRIES 4
+
+struct heap *heap_idle_with_page(const struct heap *self, unsigned class_index)
+{
+    unsigned read = 0, tried = 0;
+    for (struct heap *h = heap_first(); h != NULL && read < IDLE_SCAN_HEAPS && tried < IDLE_SCAN_TRIES;
+         h = heap_next(h), read++) {
+        if (h == self || !atomic_load_explicit(&h->idle, memory_order_relaxed))
+            continue;
+        tried++;
+        if (!os_lock_try(&h->lock))
+            continue;
+        if (h->live && h->parked_at == 0 && atomic_load_explicit(&h->idle, memory_order_relaxed) &&
+            h->available[class_index] != NULL)
+            return h;
+        os_lock_give(&h->lock);
+    }
+    return NULL;
+}
+
 unsigned heap_for_each_live(void (*fn)(struct heap *, void *), void *arg, bool try_only)
 {
     unsigned skipped = 0;

@@ -74,6 +74,12 @@ struct heap {
     /* Blocks freed by other threads: on a line of its own, which those
      * threads write, so the owner's other fields do not bounce with it. */
     _Alignas(CACHE_LINE) _Atomic(struct block *) remote;
+    /* The owner took no refill or flush for a whole purger round (set by
+     * the purger, cleared by the owner's next refill or flush, both under
+     * the heap lock): another thread's refill may then take free blocks
+     * from its available pages (bins.c), which it does not allocate from
+     * meanwhile. On a line of its own, read by those refills' scans. */
+    _Alignas(CACHE_LINE) _Atomic bool idle;
     _Alignas(CACHE_LINE) struct segment *segments;
     /* The owner's refills and flushes, and their count when the purger
      * last looked: unchanged, the owner has been idle for a round and the
@@ -118,6 +124,12 @@ unsigned heap_threads_holding(void);
  * skipping heaps whose lock is busy); returns how many it skipped. Takes
  * no process-wide lock. */
 unsigned heap_for_each_live(void (*fn)(struct heap *, void *), void *arg, bool try_only);
+/* A heap other than `self` whose thread lives (a parked heap is kept
+ * whole for the next thread, or retired), flagged idle, with an available
+ * page of the class, returned with its lock held; NULL when the first few
+ * heaps flagged idle have none or are busy (their locks are only tried:
+ * the caller holds its own). */
+struct heap *heap_idle_with_page(const struct heap *self, unsigned class_index);
 void heap_lock_all(void);
 void heap_unlock_all(void);
 void heap_fork_child(void);

@@ -27,6 +27,7 @@ static struct heap *heap_unpark(void)
     strata_assert(heap->live && heap->parked_at != 0);
     heap->parked_at = 0;
     heap->next_free = NULL;
+    atomic_store_explicit(&heap->idle, false, memory_order_relaxed);
     heap->owner_word &= ~OWNER_PARKED_TAG;
     segments_set_owner(heap->segments, heap->owner_word);
     os_lock_give(&heap->lock);
@@ -56,6 +57,7 @@ struct heap *heap_acquire(void)
     heap->segments = NULL;
     heap->dirty_slices = 0;
     heap->refills = 0;
+    atomic_store_explicit(&heap->idle, false, memory_order_relaxed);
     heap->purge_epoch = os_now_ns();
     heap->next_free = NULL;
     heap->owner_word = (uintptr_t)heap | (strata_options.check ? OWNER_CHECK_TAG : 0);
@@ -192,6 +194,8 @@ void heap_reclaim_idle(struct heap *heap)
      * program freed them a round ago at least. (A busy owner does both
      * itself.) */
     if (heap->slow_calls == heap->slow_calls_seen) {
+        if (!atomic_load_explicit(&heap->idle, memory_order_relaxed))
+            atomic_store_explicit(&heap->idle, true, memory_order_relaxed);
         size_t dirty = heap->dirty_slices;
         heap_collect_remote(heap);
         current_release_empty(heap);

@@ -407,10 +407,14 @@ static void test_remote_free(void)
     struct page *shared_page = page_of(segment_of(shared), shared);
     uint32_t used_before = shared_page->used;
     pthread_t thread;
+    /* The heap's lock, held while the other thread runs, keeps the purger
+     * from collecting the remote list of this heap, idle meanwhile. */
+    os_lock_take(&heap->lock);
     pthread_create(&thread, NULL, free_elsewhere, shared);
     pthread_join(thread, NULL);
     CHECK_CMP(atomic_load(&heap->remote), ==, shared);
     CHECK_CMP(shared_page->used, ==, used_before);
+    os_lock_give(&heap->lock);
     size_t taken = 0;
     while (heap->current[c2000] == shared_page && taken < COUNT)
         blocks[taken++] = strata_malloc(2000);
@@ -436,15 +440,71 @@ static void test_foreign_block_in_bin(void)
     uint32_t used_before = shared_page->used;
     struct foreign_probe probe = {.block = shared};
     pthread_t thread;
+    /* Held while the other thread runs: the purger then leaves this idle
+     * heap's remote list alone, and the other thread's refills its pages
+     * (their lock is only tried). */
+    os_lock_take(&heap->lock);
     pthread_create(&thread, NULL, free_and_reuse_elsewhere, &probe);
     pthread_join(thread, NULL);
     CHECK(probe.cached && probe.reused && probe.sound);
     CHECK_CMP(shared_page->used, ==, used_before); /* in use all along */
     CHECK_CMP(atomic_load(&heap->remote), ==, shared);
-    os_lock_take(&heap->lock);
     heap_collect_remote(heap);
     os_lock_give(&heap->lock);
     CHECK_CMP(shared_page->used, ==, used_before - 1);
+    CHECK_SOUND(heap_check(heap));
+}
+
+/* A thread's refill that finds no free block of its own takes the free
+ * blocks of an idle heap's available page: the block it hands out is of
+ * that page, still the idle heap's, and both heaps stay sound. (The idle
+ * heap's lock is only tried, and the purger may hold it a moment: a few
+ * threads try.) */
+static void *allocate_elsewhere(void *size)
+{
+    return strata_malloc(*(size_t *)size);
+}
+
+static void test_refill_from_idle_heap(void)
+{
+    struct heap *heap = own_heap();
+    size_t size = 2900;
+    void *blocks[256];
+    size_t count = 0;
+    blocks[count++] = strata_malloc(size);
+    struct page *page = page_of(segment_of(blocks[0]), blocks[0]);
+    while (count < 256) { /* the page filled: another is current */
+        blocks[count] = strata_malloc(size);
+        if (page_of(segment_of(blocks[count]), blocks[count]) != page)
+            break;
+        count++;
+    }
+    CHECK_CMP(count, <, 256);
+    size_t on_page = count;
+    count++;
+    for (size_t i = 1; i < on_page; i++) /* one stays: the page stays in use */
+        strata_free(blocks[i]);
+    os_lock_take(&heap->lock);
+    bins_flush_all(heap);
+    os_lock_give(&heap->lock);
+    CHECK(page->listed && page->free != NULL);
+    void *taken = NULL;
+    for (int attempt = 0; attempt < 5 && taken == NULL; attempt++) {
+        atomic_store(&heap->idle, true);
+        pthread_t thread;
+        void *p;
+        pthread_create(&thread, NULL, allocate_elsewhere, &size);
+        pthread_join(thread, &p);
+        if (page_of(segment_of(p), p) == page)
+            taken = p;
+        else
+            strata_free(p);
+    }
+    CHECK(taken != NULL);
+    CHECK_CMP(atomic_load(&segment_of(taken)->owner), ==, heap->owner_word);
+    strata_free(taken);
+    strata_free(blocks[0]);
+    strata_free(blocks[on_page]);
     CHECK_SOUND(heap_check(heap));
 }
 
@@ -517,6 +577,7 @@ static const struct check_test tests[] = {
     {"no_mapping_in_loop", test_no_mapping_in_loop},
     {"remote_free", test_remote_free},
     {"foreign_block_in_bin", test_foreign_block_in_bin},
+    {"refill_from_idle_heap", test_refill_from_idle_heap},
     {"heap_check_names", test_heap_check_names},
     {"adaptive_bins", test_adaptive_bins},
     {"medium_blocks", test_medium_blocks},
