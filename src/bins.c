@@ -164,6 +164,16 @@ static inline void *block_pop(struct page *page)
     return block;
 }
 
+size_t bins_growth_budget(void)
+{
+    long held = counters_total();
+    unsigned threads = heap_threads_holding();
+    size_t share = held > 0 ? (size_t)held / (threads > 0 ? threads : 1) / BIN_GROWTH_SHARE : 0;
+    return share < HEAP_BIN_GROWTH_MIN ? HEAP_BIN_GROWTH_MIN
+           : share > HEAP_BIN_GROWTH_BYTES ? HEAP_BIN_GROWTH_BYTES
+                                           : share;
+}
+
 /* Records a refill or a flush of the class. A refill after a flush grows
  * the bin by half, the budget allowing: the class swings between the bin
  * and its pages. (A flush never grows it instead of flushing: the flush's
@@ -181,7 +191,7 @@ static void bin_note(struct heap *heap, unsigned class_index, unsigned event)
     if (grow > BIN_MAX_BLOCKS - bin->limit)
         grow = BIN_MAX_BLOCKS - bin->limit;
     size_t bytes = (size_t)grow * class_size[class_index];
-    if (grow == 0 || heap->bin_growth + bytes > HEAP_BIN_GROWTH_BYTES)
+    if (grow == 0 || heap->bin_growth + bytes > bins_growth_budget())
         return;
     bin->limit += grow;
     heap->bin_growth += bytes;

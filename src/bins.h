@@ -109,6 +109,11 @@ void heap_free_validated(void *p);
 /* Every block of every bin back to its page (the heap's thread exits or
  * trims; heap lock held). */
 void bins_flush_all(struct heap *heap);
+/* How far a heap's bins may grow past their base limits now, in bytes
+ * (heap.h): a BIN_GROWTH_SHARE-th of what the program holds over the
+ * threads holding a heap, between HEAP_BIN_GROWTH_MIN and
+ * HEAP_BIN_GROWTH_BYTES. */
+size_t bins_growth_budget(void);
 /* Blocks the heap's bin of the class holds now (approximate while its
  * owner runs: statistics). */
 uint32_t bin_cached_blocks(const struct heap *heap, unsigned class_index);

@@ -53,6 +53,11 @@ void counters_thread_end(void)
     thread_batching = false;
 }
 
+long counters_total(void)
+{
+    return atomic_load_explicit(&bytes_out, memory_order_relaxed);
+}
+
 long counters_peak(void)
 {
     return atomic_load_explicit(&bytes_out_peak, memory_order_relaxed);

@@ -11,6 +11,9 @@ void counters_bytes_out(long delta);
 void counters_thread_begin(void);
 /* Publishes the calling thread's batch; it publishes at once from now on. */
 void counters_thread_end(void);
+/* The total published now: what is handed out, give or take each
+ * thread's unpublished batch (up to PUBLISH_BYTES a thread). */
+long counters_total(void);
 /* The highest total published so far. */
 long counters_peak(void);
 

@@ -16,13 +16,18 @@
  * blocks (at least BIN_MIN_BLOCKS, at most BIN_BASE_MAX_BLOCKS). A class
  * whose blocks swing between the bin and its pages (a refill after a flush)
  * grows its bin by half, up to BIN_MAX_BLOCKS, while the heap's growth stays
- * within HEAP_BIN_GROWTH_BYTES; a class neither refilled nor flushed for a
- * purge delay shrinks back by half, its excess blocks going to the pages. */
+ * within its budget (bins_growth_budget): a BIN_GROWTH_SHARE-th of the
+ * thread's share of what the program holds, between HEAP_BIN_GROWTH_MIN and
+ * HEAP_BIN_GROWTH_BYTES, so that a program holding little keeps little in
+ * its caches; a class neither refilled nor flushed for a purge delay shrinks
+ * back by half, its excess blocks going to the pages. */
 #define BIN_BYTES ((size_t)32 * 1024)
 #define BIN_MIN_BLOCKS PAGE_CARVE_MIN_BLOCKS
 #define BIN_BASE_MAX_BLOCKS 256
 #define BIN_MAX_BLOCKS 1024
 #define HEAP_BIN_GROWTH_BYTES ((size_t)2 << 20)
+#define HEAP_BIN_GROWTH_MIN ((size_t)256 << 10)
+#define BIN_GROWTH_SHARE 4
 /* The owner looks at the clock for the shrinking every this many refills
  * and flushes. */
 #define BIN_AGE_EVERY 64

@@ -123,29 +123,61 @@ static void sleep_ns(uint64_t ns)
     nanosleep(&t, NULL);
 }
 
+/* In a new thread (a new heap, its bins never grown), every class swinging
+ * while the program holds little (a swing holds at most 128 KiB): the
+ * growth stops at the budget's floor. */
+static void *swing_holding_little(void *unused)
+{
+    (void)unused;
+    struct heap *heap = own_heap();
+    CHECK_CMP(heap->bin_growth, ==, 0);
+    CHECK_CMP(bins_growth_budget(), ==, HEAP_BIN_GROWTH_MIN);
+    for (size_t size = 16; size <= SMALL_MAX; size += size / 4)
+        swing(size, (128 << 10) / size < 512 ? (128 << 10) / size : 512, 6);
+    CHECK_CMP(heap->bin_growth, >, HEAP_BIN_GROWTH_MIN / 2);
+    CHECK_CMP(heap->bin_growth, <=, HEAP_BIN_GROWTH_MIN);
+    CHECK_SOUND(heap_check(heap));
+    return NULL;
+}
+
 /* A class whose blocks swing between its bin and its pages grows its bin,
- * within the heap's budget however many classes swing; a class left alone
- * for two purge delays, while another keeps the owner busy, shrinks back. */
+ * within the heap's budget however many classes swing, a budget that
+ * follows what the program holds; a class left alone for two purge delays,
+ * while another keeps the owner busy, shrinks back. */
 static void test_adaptive_bins(void)
 {
+    strata_trim(); /* no parked heap left: the thread below makes a new one */
+    pthread_t thread;
+    pthread_create(&thread, NULL, swing_holding_little, NULL);
+    pthread_join(thread, NULL);
+
+    /* Holding 32 MiB, the budget is its ceiling. */
+    enum { HELD = 256 };
+    static void *held[HELD];
+    for (int i = 0; i < HELD; i++)
+        held[i] = strata_malloc(128 << 10);
+    CHECK_CMP(bins_growth_budget(), ==, HEAP_BIN_GROWTH_BYTES);
     struct heap *heap = own_heap();
     unsigned c = size_class(8192);
     struct bin *bin = &heap->bins[c];
-    uint32_t base = bin->limit;
-    CHECK_CMP(base, ==, BIN_MIN_BLOCKS); /* 32 KiB of 8 KiB blocks, never grown yet */
+    uint32_t base = (uint32_t)(BIN_BYTES / 8192); /* its base limit: 32 KiB of 8 KiB blocks */
+    uint32_t before = bin->limit;
     swing(8192, 64, 8);
     uint32_t grown = bin->limit;
-    CHECK_CMP(grown, >, 2 * base);
+    CHECK_CMP(grown, >, 2 * before);
     CHECK_CMP(grown, <=, BIN_MAX_BLOCKS);
     CHECK_CMP(heap->bin_growth, >=, (size_t)(grown - base) * 8192);
     CHECK_SOUND(heap_check(heap));
 
-    /* Every class swinging: the growth stops at the budget. */
+    /* Every class swinging: the growth goes past the floor and stops at
+     * the ceiling. */
     for (size_t size = 16; size <= SMALL_MAX; size += size / 4)
         swing(size, size <= 4096 ? 512 : 48, 6);
     CHECK_CMP(heap->bin_growth, >, HEAP_BIN_GROWTH_BYTES / 2);
     CHECK_CMP(heap->bin_growth, <=, HEAP_BIN_GROWTH_BYTES);
     CHECK_SOUND(heap_check(heap));
+    for (int i = 0; i < HELD; i++)
+        strata_free(held[i]);
 
     /* Only the 48-byte class in use from here: the 8 KiB bin shrinks, its
      * blocks going back to the pages, and its growth to the budget. */
