@@ -61,7 +61,7 @@ static STRATA_ALWAYS_INLINE void *alloc_fast(size_t size)
 
 /* The default flavour's free. Checks: the pointer lies in a segment (the
  * segment map, layout.h); bin_push_own's (the calling heap's own carved
- * block, whose words are not a free block's); the bin is within its limit. Anything else
+ * block, not the bin's newest); the bin is within its limit. Anything else
  * (NULL, a large block, another thread's block, a pointer strata did not
  * hand out, checked mode) is free_slow's or free_segment_slow's. */
 static STRATA_ALWAYS_INLINE void free_fast(void *p)

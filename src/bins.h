@@ -33,29 +33,21 @@ static STRATA_ALWAYS_INLINE void *bin_pop(unsigned class_index)
     return block;
 }
 
-/* A free block onto a bin's list, counted, unchecked; whether the bin is
- * now past its limit (the caller flushes it). The count is compared as
- * computed: read back after counter_set's atomic store, it would be loaded
- * again. */
-static STRATA_ALWAYS_INLINE bool bin_push_unchecked(struct bin *bin, struct block *block)
+/* A free block onto a bin's list, counted; whether the bin is now past its
+ * limit (the caller flushes it). The one check: the block is not the bin's
+ * newest (a block freed twice in a row is reported at its second free; one
+ * deeper in the list is found by the pop or flush that meets it again, its
+ * check word cleared by its hand-out). The count is compared as computed:
+ * read back after counter_set's atomic store, it would be loaded again. */
+static STRATA_ALWAYS_INLINE bool bin_push(struct bin *bin, struct block *block)
 {
+    if (unlikely(block == bin->head))
+        report_fatal("double free", block);
     block_set_next(block, bin->head);
     bin->head = block;
     uint32_t count = bin->count + 1;
     counter_set(&bin->count, count);
     return count > bin->limit;
-}
-
-/* bin_push_unchecked of another heap's block, which the caller does not
- * read (it is cold in another core's cache). The one check: the block is
- * not the bin's newest (a block freed twice in a row is reported at its
- * second free; one deeper in the list is found by the pop or flush that
- * meets it again, its check word cleared by its hand-out). */
-static STRATA_ALWAYS_INLINE bool bin_push(struct bin *bin, struct block *block)
-{
-    if (unlikely(block == bin->head))
-        report_fatal("double free", block);
-    return bin_push_unchecked(bin, block);
 }
 
 /* The local-or-elsewhere decision of every free, made here once: a block
@@ -68,11 +60,7 @@ static STRATA_ALWAYS_INLINE bool bin_push(struct bin *bin, struct block *block)
  * tagged); the pointer is the start of a block the page has carved (the
  * key of its offset below the slice's carved key: anything else, reported
  * on the slow path, never reaches a list; only the owner carves, so only
- * the owner reads that key here); the block's words are not a free
- * block's (layout.h, block_is_free: a block on any list of any heap, its
- * own bins, pages and remote list among them, is reported at the free
- * that frees it again, as glibc's key in each freed block stops it; the
- * block was the caller's to use, so the read costs no miss). */
+ * the owner reads that key here); bin_push's. */
 static STRATA_ALWAYS_INLINE struct bin *bin_push_own(struct heap *heap, void *p, bool *full)
 {
     struct segment *segment = segment_of(p);
@@ -80,10 +68,8 @@ static STRATA_ALWAYS_INLINE struct bin *bin_push_own(struct heap *heap, void *p,
     uint32_t offset = (uint32_t)((uintptr_t)p & SEGMENT_MASK);
     const struct slice *slice = &segment->slices[offset >> SLICE_SHIFT];
     if (likely(owner == (uintptr_t)heap) && likely(slice_holds_block(slice, offset))) {
-        if (unlikely(block_is_free(p)))
-            report_fatal("double free", p);
         struct bin *bin = &heap->bins[slice->class_index];
-        *full = bin_push_unchecked(bin, p);
+        *full = bin_push(bin, p);
         return bin;
     }
     return NULL;

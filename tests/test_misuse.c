@@ -89,42 +89,6 @@ static int double_free_later(void)
     return 0;
 }
 
-/* `free(p); free(q); free(p)` of SIZE bytes, and the program makes no
- * call after: only a check at the free itself stops it (glibc's, at every
- * size). */
-static int double_free_then_exit(size_t size)
-{
-    char *p = m_malloc(size), *q = m_malloc(size);
-    say_address(p);
-    m_free(p);
-    m_free(q);
-    m_free(p);
-    printf("the third free returned\n");
-    return 0;
-}
-
-static int double_free_then_exit_16(void)
-{
-    return double_free_then_exit(16);
-}
-
-static int double_free_then_exit_4096(void)
-{
-    return double_free_then_exit(4096);
-}
-
-/* A block freed by another thread, then by its owner, which makes no call
- * after. */
-static int double_free_remote_then_exit(void)
-{
-    char *p = m_malloc(300);
-    say_address(p);
-    free_from_thread(p);
-    m_free(p);
-    printf("the owner's free returned\n");
-    return 0;
-}
-
 static int double_free_remote(void)
 {
     char *p = m_malloc(300);
@@ -390,10 +354,7 @@ static const struct misuse misuses[] = {
     {{"double-free", double_free}, "double free of the block freed last", "double free"},
     {{"double-free-later", double_free_later}, "double free of an older block (`free(p); free(q); free(p)`), the program allocating on", "double free"},
     {{"double-free-flushed", double_free_flushed}, "double free of a block gone back to its page, the program allocating on", "double free"},
-    {{"double-free-then-exit-16", double_free_then_exit_16}, "`free(p); free(q); free(p)` of 16-byte blocks, the program making no call after", "double free"},
-    {{"double-free-then-exit-4096", double_free_then_exit_4096}, "`free(p); free(q); free(p)` of 4096-byte blocks, the program making no call after", "double free"},
     {{"double-free-remote", double_free_remote}, "a block freed by another thread, then by its owner, the program allocating on", "double free"},
-    {{"double-free-remote-then-exit", double_free_remote_then_exit}, "a block freed by another thread, then by its owner, which makes no call after", "double free"},
     {{"double-free-remote-twice", double_free_remote_twice}, "a block freed twice by another thread", "double free"},
     {{"double-free-cached", double_free_cached}, "a block freed twice by another thread that allocates too, the program allocating on", "double free"},
     {{"double-free-cached-last", double_free_cached_last}, "a block freed twice in a row by another thread that allocates too", "double free"},
