@@ -6,21 +6,23 @@
  * BIN_BYTES). A block of another live heap, freed by this thread, is kept
  * in its bin too, unread, to be handed out again while warm in this core's
  * cache; anything else goes to its owner: the owner's own page at once, or
- * the owner's remote list, which the owner (or the purger, for an idle
- * owner) collects, or an exited thread's abandoned segment (segment.c).
+ * the page's remote list, which the owner (or the purger, for an idle
+ * owner) takes whole, or an exited thread's abandoned segment (segment.c).
  * A bin is its owner's alone, touched by no lock; what lies behind it (the
- * pages' free lists, the current and available pages, the remote list) is
- * touched only under the heap's lock, which a refill and a flush take, so
- * that the purger thread may collect an idle owner's remote frees.
+ * pages' free lists, the current and available pages, the stack of pages
+ * with remote frees) is touched only under the heap's lock, which a refill
+ * and a flush take, so that the purger thread may collect an idle owner's
+ * remote frees.
  * Invariants (bins_check): a bin holds `count` blocks, at most `limit`,
  * between its class's base limit and BIN_MAX_BLOCKS, the limits' growth
  * summing to bin_growth; every one is a carved block of an in-use page of
  * its class, counted as used in that page (a page's class and carving do
  * not change while one of its blocks is out, so other heaps' blocks are
  * safe to hold); in checked mode bins have no room, so every call takes
- * the checked slow path. A block on a remote list is tagged BLOCK_REMOTE
- * in its link (layout.h) and counted as used in its page until the owner
- * collects it; a closed list (REMOTE_CLOSED) takes no push. */
+ * the checked slow path. A block on a page's remote list is counted as
+ * used in its page until the owner takes the list; a page with remote
+ * blocks is on the stack of the heap its first pusher found as owner; a
+ * closed stack (REMOTE_CLOSED) takes no page. */
 #include "bins.h"
 #include "heap_private.h"
 
@@ -44,6 +46,7 @@ void bins_init(struct heap *heap)
 }
 
 static void free_to_owner(struct page *page, struct block *block);
+static void remote_list_forward(struct page *page);
 
 /* The owner's refill or flush (heap lock held): counted for the purger,
  * and the heap no longer idle. */
@@ -100,6 +103,16 @@ const char *bins_check(const struct heap *heap)
     if (growth != heap->bin_growth || growth > HEAP_BIN_GROWTH_BYTES)
         return heap_broken("heap %p: bins grown by %zu bytes, %zu counted (budget %zu)", (const void *)heap,
                            growth, heap->bin_growth, HEAP_BIN_GROWTH_BYTES);
+    /* Each page on the stack has a remote block or more, counted as used
+     * until taken (pushes only add to them meanwhile). */
+    const struct page *page = atomic_load_explicit(&heap->remote, memory_order_acquire);
+    for (; page != NULL && page != REMOTE_CLOSED; page = page->remote_next) {
+        uint32_t count = PAGE_REMOTE_BLOCKS(atomic_load_explicit(&page->remote, memory_order_acquire));
+        uint32_t used = __atomic_load_n(&page->used, __ATOMIC_RELAXED);
+        if (count == 0 || count > used)
+            return heap_broken("page %p on heap %p's remote stack: %u remote blocks, %u used", (const void *)page,
+                               (const void *)heap, count, used);
+    }
     return NULL;
 }
 
@@ -492,23 +505,56 @@ static void free_to_owner(struct page *page, struct block *block)
             continue;
         }
         struct heap *heap = (struct heap *)(owner & ~OWNER_TAGS);
-        struct block *old = atomic_load_explicit(&heap->remote, memory_order_relaxed);
+        uintptr_t old = atomic_load_explicit(&page->remote, memory_order_relaxed), new;
         do {
-            if (old == REMOTE_CLOSED)
-                break;
-            if (unlikely(old == block)) /* the same thread's last remote free */
+            struct block *head = PAGE_REMOTE_HEAD(old);
+            /* The same block as the last remote free of the page, or more
+             * blocks than the page holds (blocks freed again and again). */
+            if (unlikely(head == block || PAGE_REMOTE_BLOCKS(old) >= page->reserved))
                 report_fatal("double free", block);
-            block_set_next_tagged(block, old, BLOCK_REMOTE);
-        } while (!atomic_compare_exchange_weak_explicit(&heap->remote, &old, block,
+            block_set_next(block, head);
+            new = (uintptr_t)block | ((uintptr_t)(PAGE_REMOTE_BLOCKS(old) + 1) << PAGE_REMOTE_SHIFT);
+        } while (!atomic_compare_exchange_weak_explicit(&page->remote, &old, new,
+                                                        /* after the last taker's reads of the tail and link */
+                                                        memory_order_acq_rel, memory_order_relaxed));
+        if (PAGE_REMOTE_BLOCKS(old) != 0)
+            return;
+        /* The page's list was empty: this block is its oldest, and the page
+         * joins its owner's stack (no one takes the list before it has:
+         * the page is on no stack while its list is empty). */
+        page->remote_tail = block;
+        struct page *top = atomic_load_explicit(&heap->remote, memory_order_relaxed);
+        do {
+            if (top == REMOTE_CLOSED)
+                break;
+            page->remote_next = top;
+        } while (!atomic_compare_exchange_weak_explicit(&heap->remote, &top, page,
                                                         memory_order_seq_cst, /* against a sleeping purger (purge.c) */
                                                         memory_order_relaxed));
-        if (old != REMOTE_CLOSED) {
+        if (top != REMOTE_CLOSED) {
             purger_ask(); /* to collect it, should the owner stay idle */
             return;
         }
-        /* The owner is exiting: its segments are marked abandoned before its
-         * list closes, so the owner word has changed by now. */
-        owner = atomic_load_explicit(&segment->owner, memory_order_acquire);
+        /* The heap is being given up: its segments are marked abandoned
+         * before its stack closes; the page's list, which no one else will
+         * take, is freed here, each block where it now belongs. */
+        remote_list_forward(page);
+        return;
+    }
+}
+
+/* Takes a page's remote list, every block of it freed again wherever it
+ * now belongs (its heap was given up, or it was pushed onto the stack of a
+ * heap that no longer owns it). */
+static void remote_list_forward(struct page *page)
+{
+    uintptr_t taken = atomic_exchange_explicit(&page->remote, 0, memory_order_acq_rel);
+    struct block *late = PAGE_REMOTE_HEAD(taken);
+    for (uint32_t i = 0; i < PAGE_REMOTE_BLOCKS(taken); i++) {
+        struct block *next = block_next(late);
+        block_take(late); /* it leaves this list to be freed again elsewhere */
+        heap_free_block(page, late);
+        late = next;
     }
 }
 
@@ -516,24 +562,25 @@ void heap_collect_remote(struct heap *heap)
 {
     if (atomic_load_explicit(&heap->remote, memory_order_relaxed) == NULL)
         return;
-    struct block *list = atomic_exchange_explicit(&heap->remote, NULL, memory_order_acquire);
-    strata_assert(list != REMOTE_CLOSED);
+    struct page *page = atomic_exchange_explicit(&heap->remote, NULL, memory_order_acquire);
+    strata_assert(page != REMOTE_CLOSED);
     long returned = 0;
-    while (list != NULL) {
-        struct block *next = block_next_tagged(list, BLOCK_REMOTE);
-        struct segment *segment = segment_of(list);
-        struct page *page = page_of(segment, list);
-        if (atomic_load_explicit(&segment->owner, memory_order_relaxed) == heap->owner_word) {
-            /* Only the owner knows how far its page is carved. */
-            if (unlikely(!page_carved(page, list)))
-                report_fatal("free of a block that was never allocated", list);
-            returned += (long)page->block_size;
-            page_free_block(heap, page, list);
+    while (page != NULL) {
+        /* Both read before the list is taken: a free that finds it empty
+         * then writes them again. */
+        struct page *next = page->remote_next;
+        struct block *tail = page->remote_tail;
+        if (unlikely(atomic_load_explicit(&segment_of(page)->owner, memory_order_relaxed) != heap->owner_word)) {
+            remote_list_forward(page); /* a stale push into a recycled heap */
         } else {
-            block_take(list); /* it leaves this list to be freed again elsewhere */
-            free_to_owner(page, list); /* a stale push into a recycled heap */
+            /* Released: the next free to find the list empty writes the
+             * tail and link read above. */
+            uintptr_t taken = atomic_exchange_explicit(&page->remote, 0, memory_order_acq_rel);
+            uint32_t count = PAGE_REMOTE_BLOCKS(taken);
+            returned += (long)count * (long)page->block_size;
+            page_take_remote(heap, page, PAGE_REMOTE_HEAD(taken), tail, count);
         }
-        list = next;
+        page = next;
     }
     counters_bytes_out(-returned);
 }
@@ -547,18 +594,20 @@ bool heap_remote_pending(const struct heap *heap)
  * collected under that lock alone). */
 void heap_remote_for_each(const struct heap *heap, void (*fn)(const struct page *, void *), void *arg)
 {
-    const struct block *b = atomic_load_explicit(&heap->remote, memory_order_acquire);
-    for (; b != NULL; b = block_next_tagged(b, BLOCK_REMOTE))
-        fn(page_of(segment_of(b), b), arg);
+    const struct page *page = atomic_load_explicit(&heap->remote, memory_order_acquire);
+    for (; page != NULL && page != REMOTE_CLOSED; page = page->remote_next) {
+        uint32_t count = PAGE_REMOTE_BLOCKS(atomic_load_explicit(&page->remote, memory_order_acquire));
+        for (uint32_t i = 0; i < count; i++)
+            fn(page, arg);
+    }
 }
 
 void heap_remote_close(struct heap *heap)
 {
-    struct block *late = atomic_exchange_explicit(&heap->remote, REMOTE_CLOSED, memory_order_acq_rel);
-    while (late != NULL) {
-        struct block *next = block_next_tagged(late, BLOCK_REMOTE);
-        block_take(late);
-        heap_free_block(page_of(segment_of(late), late), late);
-        late = next;
+    struct page *page = atomic_exchange_explicit(&heap->remote, REMOTE_CLOSED, memory_order_acq_rel);
+    while (page != NULL) {
+        struct page *next = page->remote_next;
+        remote_list_forward(page);
+        page = next;
     }
 }

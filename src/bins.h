@@ -108,22 +108,26 @@ uint32_t bin_cached_blocks(const struct heap *heap, unsigned class_index);
 const char *bins_check(const struct heap *heap);
 
 /* ---- bins.c: remote frees -------------------------------------------------
- * A block another thread frees to a heap goes onto the heap's remote list
- * with one compare-and-swap; the owner collects the list when a refill
- * finds its current page empty, and as its thread starts, exits or trims;
- * the purger collects an idle owner's. */
-/* The remote list's blocks go back to their pages (heap lock held: the
- * owner, or the purger for an idle one); cheap when the list is empty. */
+ * A block another thread frees to a heap goes onto its page's remote list
+ * with one compare-and-swap of the page's word (the newest block and the
+ * count); the free that finds the list empty also pushes the page onto the
+ * heap's stack, a second compare-and-swap. The owner takes the stack when a
+ * refill finds its current page empty, and as its thread starts, exits or
+ * trims, and each page's list whole: its count off the page's used blocks,
+ * the list spliced onto the page's free list by its oldest block, with no
+ * walk of the blocks between; the purger takes an idle owner's. */
+/* The remote lists' blocks go back to their pages (heap lock held: the
+ * owner, or the purger for an idle one); cheap when the stack is empty. */
 STRATA_NOINLINE void heap_collect_remote(struct heap *heap);
-/* Whether blocks wait on the heap's remote list (sequentially consistent:
- * the purger's last look before it sleeps, against a push's wake-up). */
+/* Whether pages wait on the heap's stack (sequentially consistent: the
+ * purger's last look before it sleeps, against a push's wake-up). */
 bool heap_remote_pending(const struct heap *heap);
-/* Calls fn on the page of every block on the heap's remote list (heap
- * lock held: statistics). */
+/* Calls fn on the page of every block on the remote lists of the pages on
+ * the heap's stack (heap lock held: statistics). */
 void heap_remote_for_each(const struct heap *heap, void (*fn)(const struct page *, void *), void *arg);
-/* A heap being given up closes its remote list: pushes from then on find
- * the segment's new owner word, and blocks pushed meanwhile are freed
- * there (heap lock held, the heap's segments abandoned already). */
+/* A heap being given up closes its stack: pushes from then on find the
+ * segment's new owner word, and blocks pushed meanwhile are freed there
+ * (heap lock held, the heap's segments abandoned already). */
 void heap_remote_close(struct heap *heap);
 
 #endif /* STRATA_BINS_H */

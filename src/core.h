@@ -25,7 +25,7 @@
  * Lock order (a lock may be taken while holding only locks above it):
  *   1. the heap pool lock (heap.c): the pool's free and parked lists
  *   2. a heap's lock (a futex word, os.h): everything behind its bins (its
- *      pages, remote list, segments and slice masks); a thread holds one at
+ *      pages, remote stack, segments and slice masks); a thread holds one at
  *      a time, except fork_prepare, which takes every heap's in turn
  *   3. the segment cache lock (segment.c)
  *   4. the abandoned lock (segment.c): the abandoned segments and their pages

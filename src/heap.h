@@ -1,5 +1,5 @@
 /* heap.h: the thread heaps: the structure of a heap (its bins in front,
- * its pages and remote list behind, its segments), each thread's heap, and
+ * its pages and remote stack behind, its segments), each thread's heap, and
  * what the heaps' files (heap_private.h lists them) give the layers above:
  * the pool of heaps, a heap's life (given to a thread, parked, retired,
  * trimmed), medium blocks, the purge policy and the debug build's checks.
@@ -32,8 +32,8 @@
  * and flushes. */
 #define BIN_AGE_EVERY 64
 
-/* The remote-free list of a heap whose thread is gone. */
-#define REMOTE_CLOSED ((struct block *)(uintptr_t)1)
+/* The remote stack of a heap given up. */
+#define REMOTE_CLOSED ((struct page *)(uintptr_t)1)
 
 /* A thread's cache of free blocks of one class, in front of the pages.
  * Invariant: the list holds `count` <= `limit` blocks of pages the heap owns. */
@@ -76,9 +76,10 @@ struct heap {
     uint64_t bins_aged_at;        /* when the owner last aged its bins */
     uint32_t bin_events;          /* refills and flushes since it looked at the clock */
     uint8_t bin_use[CLASS_COUNT]; /* BIN_* of each class since then */
-    /* Blocks freed by other threads: on a line of its own, which those
-     * threads write, so the owner's other fields do not bounce with it. */
-    _Alignas(CACHE_LINE) _Atomic(struct block *) remote;
+    /* The stack of pages whose remote lists hold blocks other threads
+     * freed (bins.h): on a line of its own, which those threads write, so
+     * the owner's other fields do not bounce with it. */
+    _Alignas(CACHE_LINE) _Atomic(struct page *) remote;
     /* The owner took no refill or flush for a whole purger round (set by
      * the purger, cleared by the owner's next refill or flush, both under
      * the heap lock): another thread's refill may then take free blocks
@@ -103,7 +104,7 @@ struct heap {
     struct quarantine quarantine;        /* the owner's alone (secure flavour) */
     /* Guards everything behind the bins: the heap's segments (their list,
      * slice masks, dirty counts), its pages (free lists, current and
-     * available pages), the collection of its remote list, and `live`:
+     * available pages), the collection of its remote stack, and `live`:
      * held by the owner on its slow paths (refill, flush, page taken or
      * released), and by the purger and statistics from other threads. Bins
      * are the owner's alone and never need it. */
@@ -156,6 +157,9 @@ void heap_purge_dirty(struct heap *heap);
 /* pages.c: a heap's pages */
 /* Returns a block to its page, in the heap that owns it (heap lock held). */
 void page_free_block(struct heap *heap, struct page *page, struct block *block);
+/* A page's remote list of `count` blocks, from `list` to `tail`, taken
+ * whole, joins its free list (heap lock held). */
+void page_take_remote(struct heap *heap, struct page *page, struct block *list, struct block *tail, uint32_t count);
 /* A medium block of at least `size` bytes (`zero`: zeroed) from the heap's
  * segments; NULL without memory (errno untouched). */
 void *heap_medium_alloc(struct heap *heap, size_t size, bool zero);

@@ -3,7 +3,7 @@
  * encoding of free blocks, the structures of segments and pages, and the
  * pure lookups from a pointer to its segment and page. It declares no
  * function of any layer; the thread heap's structure (its bins, pages and
- * remote list) is heap.h's. */
+ * remote stack) is heap.h's. */
 #ifndef STRATA_LAYOUT_H
 #define STRATA_LAYOUT_H
 
@@ -88,7 +88,7 @@ _Static_assert(MEDIUM_MAX_SLICES < SLICES_PER_SEGMENT, "a medium page fits a seg
 /* A free block, on any list (a bin, a page's free list, a remote list):
  * its first word is the link to the next, encoded with one secret; its
  * second checks the first against the block's own address with another.
- * Only block_set_next(_tagged) writes them, and block_next follows a link only when
+ * Only block_set_next writes them, and block_next follows a link only when
  * the two agree, which a write after free (or a forged link) cannot arrange
  * without the secrets: it is reported before its pointer is used. Handing
  * a block out clears the second word (block_take), so a block freed twice
@@ -111,30 +111,24 @@ static inline struct block *block_link(const struct block *b)
     return (struct block *)(b->link ^ block_secret.link);
 }
 
-/* A block on a remote list has its check word's low bit flipped: the
- * owner's own lists never take one for theirs (a block freed by another
- * thread and then by its owner is found when the remote list is walked). */
-#define BLOCK_REMOTE ((uintptr_t)1)
-
 static inline uintptr_t block_tag(const struct block *b)
 {
     return b->link ^ b->check ^ (uintptr_t)b ^ block_secret.check;
 }
 
-/* Free on any list, the owner's or a remote one. */
+/* Free on any list: a bin, a page's free list, a page's remote list. */
 static inline bool block_is_free(const struct block *b)
 {
-    return block_tag(b) <= BLOCK_REMOTE;
+    return block_tag(b) == 0;
 }
 
 static inline bool is_segment_pointer(const void *p);
 
-/* The next block of an owner's list (tag 0) or a remote list. The secure
- * flavour also follows no link out of strata's segments, should the
- * secrets ever leak. */
-static inline struct block *block_next_tagged(const struct block *b, uintptr_t tag)
+/* The next block of a list. The secure flavour also follows no link out of
+ * strata's segments, should the secrets ever leak. */
+static inline struct block *block_next(const struct block *b)
 {
-    if (unlikely(block_tag(b) != tag))
+    if (unlikely(block_tag(b) != 0))
         report_fatal("double free or write after free", b);
     struct block *next = block_link(b);
     if (STRATA_SECURE_BUILD && unlikely(next != NULL && !is_segment_pointer(next)))
@@ -142,21 +136,11 @@ static inline struct block *block_next_tagged(const struct block *b, uintptr_t t
     return next;
 }
 
-static inline struct block *block_next(const struct block *b)
-{
-    return block_next_tagged(b, 0);
-}
-
-static inline void block_set_next_tagged(struct block *b, const struct block *next, uintptr_t tag)
+static inline void block_set_next(struct block *b, const struct block *next)
 {
     uintptr_t link = (uintptr_t)next ^ block_secret.link;
     b->link = link;
-    b->check = link ^ (uintptr_t)b ^ block_secret.check ^ tag;
-}
-
-static inline void block_set_next(struct block *b, const struct block *next)
-{
-    block_set_next_tagged(b, next, 0);
+    b->check = link ^ (uintptr_t)b ^ block_secret.check;
 }
 
 /* The block leaves the free lists for its caller. */
@@ -191,7 +175,20 @@ struct page {
     uint8_t listed;           /* 1 while on its class's available list */
     char *start;
     struct page *next, *prev; /* available list of its class */
+    /* Blocks other threads freed (bins.c, remote frees): the newest's
+     * address, with their count in the top 16 bits; the oldest, written by
+     * the free that found the list empty, so the owner splices the list
+     * whole; and the link in the owner's stack of pages with such blocks,
+     * which the page joins when its list goes from empty. */
+    _Atomic uintptr_t remote;
+    struct block *remote_tail;
+    struct page *remote_next;
 };
+/* A page holds at most 4096 blocks (64 KiB of 16-byte ones): the count
+ * fits, and user addresses are below 2^47. */
+#define PAGE_REMOTE_SHIFT 48
+#define PAGE_REMOTE_BLOCKS(v) ((uint32_t)((v) >> PAGE_REMOTE_SHIFT))
+#define PAGE_REMOTE_HEAD(v) ((struct block *)((v) & (((uintptr_t)1 << PAGE_REMOTE_SHIFT) - 1)))
 
 /* What a free needs of the slice it points into, four slices to a line. A
  * slice in no page has class CLASS_NONE, page slice 0 (the header's page

@@ -9,7 +9,7 @@
  * statistics; a parked heap has empty bins and its remote frees collected
  * (when it was parked), so what it holds is counted in its pages, and its
  * owner word, in it and in its segments, carries OWNER_PARKED_TAG; a heap
- * given up owns no segment, and its remote list is closed. */
+ * given up owns no segment, and its remote stack is closed. */
 #include <pthread.h>
 
 #include "bins.h"
@@ -78,7 +78,7 @@ struct heap *heap_acquire(void)
  * collected, so that what it holds is counted in its pages, but its
  * segments, pages and resident free slices kept for the next thread to
  * start (heap_unpark), which then faults in nothing and maps nothing.
- * Other threads' frees of its blocks push onto its remote list meanwhile,
+ * Other threads' frees of its blocks push onto its pages' remote lists meanwhile,
  * as to a running owner's. One that stays parked for the purge delay is
  * retired by the purger (heap_retire_parked), as if its thread had just
  * exited without parking: its empty segments go back to the OS and the

@@ -1,7 +1,7 @@
 /* pages.c: a heap's pages of small blocks, and its medium blocks. Each
  * class has a current page, which the bins refill from, and a list of the
  * other pages with free blocks (available); a block freed back to its page
- * (by a bin's flush, or collected from the remote list) may list the page
+ * (by a bin's flush, or taken from its remote list) may list the page
  * again or, the page emptied, give it back to its segment. Medium blocks
  * (layout.h, CLASS_MEDIUM) are pages of their own, taken from the heap's
  * segments and given back to them. All of it is touched by the owner, or
@@ -56,6 +56,37 @@ void page_free_block(struct heap *heap, struct page *page, struct block *block)
     counter_set(&page->used, page->used - 1); /* the caller accounts the bytes (counters_bytes_out), in batches */
     if (likely(head != NULL && page->used != 0))
         return;
+    if (page == heap->current[page->class_index])
+        return;
+    if (page->used == 0) {
+        if (page->listed)
+            list_remove(heap, page);
+        page_give_back(heap, page);
+    } else if (!page->listed) {
+        list_push(heap, page);
+    }
+}
+
+void page_take_remote(struct heap *heap, struct page *page, struct block *list, struct block *tail, uint32_t count)
+{
+    /* A block freed twice by other threads may be counted twice: the count
+     * can then outrun the blocks handed out (the lists' check words stop
+     * such a block when it is handed out a second time). */
+    if (unlikely(count > page->used || !page->in_use))
+        report_fatal("double free (more blocks came back to a page than it handed out)", list);
+    if (page->class_index == CLASS_MEDIUM) { /* its one block */
+        page_free_block(heap, page, list);
+        return;
+    }
+    /* The oldest block is written here: it must still be as its free left
+     * it, the end of the list. Freed again meanwhile by the owner (into a
+     * bin, or handed out from there), it would be laundered into a free
+     * block while in use. */
+    if (unlikely(block_next(tail) != NULL))
+        report_fatal("double free (a block freed by another thread was freed again)", tail);
+    block_set_next(tail, page->free);
+    page->free = list;
+    counter_set(&page->used, page->used - count);
     if (page == heap->current[page->class_index])
         return;
     if (page->used == 0) {

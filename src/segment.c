@@ -581,7 +581,7 @@ struct segment *abandoned_adopt(struct heap *heap)
     if (segment != NULL) {
         segment_unlink(&abandoned_segments, segment);
         /* From here frees of its blocks go to this heap, locally or through
-         * its remote list; a free that read the old word finds it changed
+         * its pages' remote lists; a free that read the old word finds it changed
          * under the lock and goes again. */
         atomic_store_explicit(&segment->owner, heap->owner_word, memory_order_release);
     }

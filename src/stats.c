@@ -35,9 +35,9 @@ static void count_segment(const struct segment *s, void *arg)
     }
 }
 
-/* A heap's remote list holds blocks the program has freed, which its
- * owner (or the purger, for an idle one) has not collected yet: not in use,
- * but kept (heap lock held). */
+/* The remote lists of the pages on a heap's stack hold blocks the program
+ * has freed, which their owner (or the purger, for an idle one) has not
+ * taken yet: not in use, but kept (heap lock held). */
 static void count_remote(const struct page *page, void *arg)
 {
     struct strata_stats *stats = arg;

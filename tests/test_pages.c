@@ -429,8 +429,9 @@ static void test_no_mapping_in_loop(void)
     CHECK_SOUND(heap_check(heap));
 }
 
-/* A block freed by a thread without a heap waits on the owner's remote list
- * until the owner's current page for that class runs dry. */
+/* A block freed by a thread without a heap waits on its page's remote list,
+ * the page on its owner's stack, until the owner's current page for that
+ * class runs dry. */
 static void test_remote_free(void)
 {
     struct heap *heap = own_heap();
@@ -444,19 +445,127 @@ static void test_remote_free(void)
     os_lock_take(&heap->lock);
     pthread_create(&thread, NULL, free_elsewhere, shared);
     pthread_join(thread, NULL);
-    CHECK_CMP(atomic_load(&heap->remote), ==, shared);
+    CHECK_CMP(atomic_load(&heap->remote), ==, shared_page);
+    CHECK_CMP(PAGE_REMOTE_HEAD(atomic_load(&shared_page->remote)), ==, shared);
+    CHECK_CMP(PAGE_REMOTE_BLOCKS(atomic_load(&shared_page->remote)), ==, 1);
+    CHECK_CMP(shared_page->remote_tail, ==, shared);
     CHECK_CMP(shared_page->used, ==, used_before);
     os_lock_give(&heap->lock);
     size_t taken = 0;
     while (heap->current[c2000] == shared_page && taken < COUNT)
         blocks[taken++] = strata_malloc(2000);
     CHECK(atomic_load(&heap->remote) == NULL); /* collected on the way */
+    CHECK_CMP(atomic_load(&shared_page->remote), ==, 0);
     int found = 0;
     for (size_t i = 0; i < taken; i++)
         found |= blocks[i] == shared;
     CHECK(found || shared_page->free == shared);
     for (size_t i = 0; i < taken; i++)
         strata_free(blocks[i]);
+    CHECK_SOUND(heap_check(heap));
+}
+
+struct remote_batch {
+    void **blocks;
+    size_t count;
+};
+
+static void *free_batch_elsewhere(void *arg)
+{
+    struct remote_batch *batch = arg;
+    for (size_t i = 0; i < batch->count; i++)
+        strata_free(batch->blocks[i]);
+    return NULL;
+}
+
+/* Blocks of several pages freed by another thread: each page is on the
+ * owner's stack once, its list counting its blocks, its oldest the first
+ * freed; the owner takes each list whole, the counts off the pages' used
+ * blocks, the blocks on their free lists, and the pages that emptied go
+ * back to their segments. */
+static void test_remote_pages(void)
+{
+    struct heap *heap = own_heap();
+    enum { N = 200 }; /* 3000-byte blocks: 21 a page, so ten pages */
+    unsigned c3000 = size_class(3000);
+    for (size_t i = 0; i < N; i++)
+        blocks[i] = strata_malloc(3000);
+    struct page *pages[N];
+    uint32_t used_before[N], on_page[N];
+    void *first_freed[N];
+    size_t page_count = 0;
+    for (size_t i = 0; i < N; i++) {
+        struct page *page = page_of(segment_of(blocks[i]), blocks[i]);
+        size_t k = 0;
+        while (k < page_count && pages[k] != page)
+            k++;
+        if (k == page_count) {
+            pages[page_count] = page;
+            used_before[page_count] = page->used;
+            on_page[page_count] = 0;
+            first_freed[page_count] = blocks[i];
+            page_count++;
+        }
+        on_page[k]++;
+    }
+    CHECK_CMP(page_count, >=, 5);
+    struct remote_batch batch = {blocks, N};
+    pthread_t thread;
+    os_lock_take(&heap->lock); /* the purger leaves the stack alone */
+    pthread_create(&thread, NULL, free_batch_elsewhere, &batch);
+    pthread_join(thread, NULL);
+    size_t stacked = 0;
+    for (struct page *page = atomic_load(&heap->remote); page != NULL; page = page->remote_next) {
+        size_t k = 0;
+        while (k < page_count && pages[k] != page)
+            k++;
+        CHECK_CMP(k, <, page_count); /* one of the blocks' pages */
+        if (k == page_count)
+            break;
+        uintptr_t word = atomic_load(&page->remote);
+        CHECK_CMP(PAGE_REMOTE_BLOCKS(word), ==, on_page[k]);
+        CHECK_CMP(PAGE_REMOTE_HEAD(word), !=, NULL);
+        CHECK_CMP(page->remote_tail, ==, first_freed[k]);
+        CHECK_CMP(page->used, ==, used_before[k]); /* counted as used until taken */
+        stacked++;
+    }
+    CHECK_CMP(stacked, ==, page_count);
+    os_lock_give(&heap->lock);
+    CHECK_SOUND(heap_check(heap)); /* the stack's invariants among them */
+    os_lock_take(&heap->lock);
+    heap_collect_remote(heap); /* unless the purger did, meanwhile */
+    CHECK(atomic_load(&heap->remote) == NULL);
+    for (size_t k = 0; k < page_count; k++) {
+        CHECK_CMP(atomic_load(&pages[k]->remote), ==, 0);
+        /* Emptied: given back, unless current; else the blocks are off. */
+        if (pages[k]->in_use && pages[k]->class_index == c3000)
+            CHECK_CMP(pages[k]->used, ==, used_before[k] - on_page[k]);
+    }
+    os_lock_give(&heap->lock);
+    CHECK_SOUND(heap_check(heap));
+    /* Every block is handed out again, each once. */
+    for (size_t i = 0; i < N; i++)
+        blocks[i] = strata_malloc(3000);
+    size_t twice = 0;
+    for (size_t i = 0; i < N; i++)
+        for (size_t j = i + 1; j < N; j++)
+            twice += blocks[i] == blocks[j];
+    CHECK_CMP(twice, ==, 0);
+    for (size_t i = 0; i < N; i++)
+        strata_free(blocks[i]);
+    CHECK_SOUND(heap_check(heap));
+    /* A medium block's page has its one block on the list, and goes back
+     * to its segment when the list is taken. */
+    void *medium = strata_malloc(1 << 20);
+    struct page *medium_page = page_of(segment_of(medium), medium);
+    os_lock_take(&heap->lock);
+    pthread_create(&thread, NULL, free_elsewhere, medium);
+    pthread_join(thread, NULL);
+    CHECK_CMP(PAGE_REMOTE_BLOCKS(atomic_load(&medium_page->remote)), ==, 1);
+    CHECK(medium_page->in_use);
+    heap_collect_remote(heap);
+    CHECK(!medium_page->in_use);
+    os_lock_give(&heap->lock);
     CHECK_SOUND(heap_check(heap));
 }
 
@@ -480,9 +589,11 @@ static void test_foreign_block_in_bin(void)
     pthread_join(thread, NULL);
     CHECK(probe.cached && probe.reused && probe.sound);
     CHECK_CMP(shared_page->used, ==, used_before); /* in use all along */
-    CHECK_CMP(atomic_load(&heap->remote), ==, shared);
+    CHECK_CMP(atomic_load(&heap->remote), ==, shared_page);
+    CHECK_CMP(PAGE_REMOTE_HEAD(atomic_load(&shared_page->remote)), ==, shared);
     heap_collect_remote(heap);
     os_lock_give(&heap->lock);
+    CHECK_CMP(atomic_load(&shared_page->remote), ==, 0);
     CHECK_CMP(shared_page->used, ==, used_before - 1);
     CHECK_SOUND(heap_check(heap));
 }
@@ -608,6 +719,7 @@ static const struct check_test tests[] = {
     {"purge_delay", test_purge_delay},
     {"no_mapping_in_loop", test_no_mapping_in_loop},
     {"remote_free", test_remote_free},
+    {"remote_pages", test_remote_pages},
     {"foreign_block_in_bin", test_foreign_block_in_bin},
     {"refill_from_idle_heap", test_refill_from_idle_heap},
     {"heap_check_names", test_heap_check_names},
