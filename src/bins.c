@@ -107,7 +107,7 @@ const char *bins_check(const struct heap *heap)
      * until taken (pushes only add to them meanwhile). */
     const struct page *page = atomic_load_explicit(&heap->remote, memory_order_acquire);
     for (; page != NULL && page != REMOTE_CLOSED; page = page->remote_next) {
-        uint32_t count = PAGE_REMOTE_BLOCKS(atomic_load_explicit(&page->remote, memory_order_acquire));
+        uint32_t count = PAGE_REMOTE_BLOCKS(atomic_load_explicit(page_remote_word(page), memory_order_acquire));
         uint32_t used = __atomic_load_n(&page->used, __ATOMIC_RELAXED);
         if (count == 0 || count > used)
             return heap_broken("page %p on heap %p's remote stack: %u remote blocks, %u used", (const void *)page,
@@ -505,7 +505,7 @@ static void free_to_owner(struct page *page, struct block *block)
             continue;
         }
         struct heap *heap = (struct heap *)(owner & ~OWNER_TAGS);
-        uintptr_t old = atomic_load_explicit(&page->remote, memory_order_relaxed), new;
+        uintptr_t old = atomic_load_explicit(page_remote_word(page), memory_order_relaxed), new;
         do {
             struct block *head = PAGE_REMOTE_HEAD(old);
             /* The same block as the last remote free of the page, or more
@@ -514,7 +514,7 @@ static void free_to_owner(struct page *page, struct block *block)
                 report_fatal("double free", block);
             block_set_next(block, head);
             new = (uintptr_t)block | ((uintptr_t)(PAGE_REMOTE_BLOCKS(old) + 1) << PAGE_REMOTE_SHIFT);
-        } while (!atomic_compare_exchange_weak_explicit(&page->remote, &old, new,
+        } while (!atomic_compare_exchange_weak_explicit(page_remote_word(page), &old, new,
                                                         /* after the last taker's reads of the tail and link */
                                                         memory_order_acq_rel, memory_order_relaxed));
         if (PAGE_REMOTE_BLOCKS(old) != 0)
@@ -548,7 +548,7 @@ static void free_to_owner(struct page *page, struct block *block)
  * heap that no longer owns it). */
 static void remote_list_forward(struct page *page)
 {
-    uintptr_t taken = atomic_exchange_explicit(&page->remote, 0, memory_order_acq_rel);
+    uintptr_t taken = atomic_exchange_explicit(page_remote_word(page), 0, memory_order_acq_rel);
     struct block *late = PAGE_REMOTE_HEAD(taken);
     for (uint32_t i = 0; i < PAGE_REMOTE_BLOCKS(taken); i++) {
         struct block *next = block_next(late);
@@ -575,7 +575,7 @@ void heap_collect_remote(struct heap *heap)
         } else {
             /* Released: the next free to find the list empty writes the
              * tail and link read above. */
-            uintptr_t taken = atomic_exchange_explicit(&page->remote, 0, memory_order_acq_rel);
+            uintptr_t taken = atomic_exchange_explicit(page_remote_word(page), 0, memory_order_acq_rel);
             uint32_t count = PAGE_REMOTE_BLOCKS(taken);
             returned += (long)count * (long)page->block_size;
             page_take_remote(heap, page, PAGE_REMOTE_HEAD(taken), tail, count);
@@ -596,7 +596,7 @@ void heap_remote_for_each(const struct heap *heap, void (*fn)(const struct page 
 {
     const struct page *page = atomic_load_explicit(&heap->remote, memory_order_acquire);
     for (; page != NULL && page != REMOTE_CLOSED; page = page->remote_next) {
-        uint32_t count = PAGE_REMOTE_BLOCKS(atomic_load_explicit(&page->remote, memory_order_acquire));
+        uint32_t count = PAGE_REMOTE_BLOCKS(atomic_load_explicit(page_remote_word(page), memory_order_acquire));
         for (uint32_t i = 0; i < count; i++)
             fn(page, arg);
     }

@@ -175,12 +175,11 @@ struct page {
     uint8_t listed;           /* 1 while on its class's available list */
     char *start;
     struct page *next, *prev; /* available list of its class */
-    /* Blocks other threads freed (bins.c, remote frees): the newest's
-     * address, with their count in the top 16 bits; the oldest, written by
-     * the free that found the list empty, so the owner splices the list
-     * whole; and the link in the owner's stack of pages with such blocks,
-     * which the page joins when its list goes from empty. */
-    _Atomic uintptr_t remote;
+    /* Blocks other threads freed (bins.c, remote frees; their list's word
+     * is the segment's, page_remote_word): the oldest, written by the free
+     * that found the list empty, so the owner splices the list whole; and
+     * the link in the owner's stack of pages with such blocks, which the
+     * page joins when its list goes from empty. */
     struct block *remote_tail;
     struct page *remote_next;
 };
@@ -244,6 +243,11 @@ struct segment {
     /* The owner's line and one line of these are all a local free reads. */
     _Alignas(CACHE_LINE) struct slice slices[SLICES_PER_SEGMENT];
     _Alignas(CACHE_LINE) struct page pages[SLICES_PER_SEGMENT]; /* valid at first slices */
+    /* Each page's remote list (bins.c): the newest block's address, with
+     * the list's count in the top 16 bits. Apart from the pages, whose
+     * lines their owner writes at every refill, so that the other threads'
+     * compare-and-swaps do not take those lines from it. */
+    _Alignas(CACHE_LINE) _Atomic uintptr_t page_remote[SLICES_PER_SEGMENT];
     /* KiB of each slice charged against the memory limit (segment.c): a
      * prefix of the slice; 0 for a slice free and purged. */
     uint8_t charged_kib[SLICES_PER_SEGMENT];
@@ -302,6 +306,13 @@ static inline struct segment *segment_of(const void *p)
 {
     uintptr_t base = (uintptr_t)p & ~(uintptr_t)SEGMENT_MASK;
     return (struct segment *)(base + segment_header_offset((uintptr_t)p));
+}
+
+/* The word of a page's remote list. */
+static inline _Atomic uintptr_t *page_remote_word(const struct page *page)
+{
+    struct segment *segment = segment_of(page);
+    return &segment->page_remote[page - segment->pages];
 }
 
 /* The first byte of the segment's memory, where slice 0 begins. */

@@ -446,8 +446,8 @@ static void test_remote_free(void)
     pthread_create(&thread, NULL, free_elsewhere, shared);
     pthread_join(thread, NULL);
     CHECK_CMP(atomic_load(&heap->remote), ==, shared_page);
-    CHECK_CMP(PAGE_REMOTE_HEAD(atomic_load(&shared_page->remote)), ==, shared);
-    CHECK_CMP(PAGE_REMOTE_BLOCKS(atomic_load(&shared_page->remote)), ==, 1);
+    CHECK_CMP(PAGE_REMOTE_HEAD(atomic_load(page_remote_word(shared_page))), ==, shared);
+    CHECK_CMP(PAGE_REMOTE_BLOCKS(atomic_load(page_remote_word(shared_page))), ==, 1);
     CHECK_CMP(shared_page->remote_tail, ==, shared);
     CHECK_CMP(shared_page->used, ==, used_before);
     os_lock_give(&heap->lock);
@@ -455,7 +455,7 @@ static void test_remote_free(void)
     while (heap->current[c2000] == shared_page && taken < COUNT)
         blocks[taken++] = strata_malloc(2000);
     CHECK(atomic_load(&heap->remote) == NULL); /* collected on the way */
-    CHECK_CMP(atomic_load(&shared_page->remote), ==, 0);
+    CHECK_CMP(atomic_load(page_remote_word(shared_page)), ==, 0);
     int found = 0;
     for (size_t i = 0; i < taken; i++)
         found |= blocks[i] == shared;
@@ -522,7 +522,7 @@ static void test_remote_pages(void)
         CHECK_CMP(k, <, page_count); /* one of the blocks' pages */
         if (k == page_count)
             break;
-        uintptr_t word = atomic_load(&page->remote);
+        uintptr_t word = atomic_load(page_remote_word(page));
         CHECK_CMP(PAGE_REMOTE_BLOCKS(word), ==, on_page[k]);
         CHECK_CMP(PAGE_REMOTE_HEAD(word), !=, NULL);
         CHECK_CMP(page->remote_tail, ==, first_freed[k]);
@@ -536,7 +536,7 @@ static void test_remote_pages(void)
     heap_collect_remote(heap); /* unless the purger did, meanwhile */
     CHECK(atomic_load(&heap->remote) == NULL);
     for (size_t k = 0; k < page_count; k++) {
-        CHECK_CMP(atomic_load(&pages[k]->remote), ==, 0);
+        CHECK_CMP(atomic_load(page_remote_word(pages[k])), ==, 0);
         /* Emptied: given back, unless current; else the blocks are off. */
         if (pages[k]->in_use && pages[k]->class_index == c3000)
             CHECK_CMP(pages[k]->used, ==, used_before[k] - on_page[k]);
@@ -561,7 +561,7 @@ static void test_remote_pages(void)
     os_lock_take(&heap->lock);
     pthread_create(&thread, NULL, free_elsewhere, medium);
     pthread_join(thread, NULL);
-    CHECK_CMP(PAGE_REMOTE_BLOCKS(atomic_load(&medium_page->remote)), ==, 1);
+    CHECK_CMP(PAGE_REMOTE_BLOCKS(atomic_load(page_remote_word(medium_page))), ==, 1);
     CHECK(medium_page->in_use);
     heap_collect_remote(heap);
     CHECK(!medium_page->in_use);
@@ -590,10 +590,10 @@ static void test_foreign_block_in_bin(void)
     CHECK(probe.cached && probe.reused && probe.sound);
     CHECK_CMP(shared_page->used, ==, used_before); /* in use all along */
     CHECK_CMP(atomic_load(&heap->remote), ==, shared_page);
-    CHECK_CMP(PAGE_REMOTE_HEAD(atomic_load(&shared_page->remote)), ==, shared);
+    CHECK_CMP(PAGE_REMOTE_HEAD(atomic_load(page_remote_word(shared_page))), ==, shared);
     heap_collect_remote(heap);
     os_lock_give(&heap->lock);
-    CHECK_CMP(atomic_load(&shared_page->remote), ==, 0);
+    CHECK_CMP(atomic_load(page_remote_word(shared_page)), ==, 0);
     CHECK_CMP(shared_page->used, ==, used_before - 1);
     CHECK_SOUND(heap_check(heap));
 }
