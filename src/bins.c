@@ -38,6 +38,8 @@ void bins_init(struct heap *heap)
     for (unsigned c = 0; c < CLASS_COUNT; c++) {
         heap->bins[c] = (struct bin){NULL, 0, strata_options.check ? 0 : bin_base_limit(c)};
         heap->bin_use[c] = 0;
+        heap->bin_flushes[c] = 0;
+        heap->bin_drained_limit[c] = 0;
     }
     heap->bin_growth = 0;
     heap->bin_events = 0;
@@ -95,10 +97,12 @@ const char *bins_check(const struct heap *heap)
         if ((broken = bin_check(heap, c)) != NULL)
             return broken;
         uint32_t base = strata_options.check ? 0 : bin_base_limit(c);
-        if (heap->bins[c].limit < base || heap->bins[c].limit > BIN_MAX_BLOCKS)
-            return heap_broken("bin of class %u: limit %u outside %u..%u", c, heap->bins[c].limit, base,
-                               BIN_MAX_BLOCKS);
-        growth += (size_t)(heap->bins[c].limit - base) * class_size[c];
+        uint32_t limit = heap->bin_drained_limit[c] ? heap->bin_drained_limit[c] : heap->bins[c].limit;
+        if (heap->bin_drained_limit[c] && heap->bins[c].limit != 0)
+            return heap_broken("bin of class %u: draining with limit %u", c, heap->bins[c].limit);
+        if (limit < base || limit > BIN_MAX_BLOCKS)
+            return heap_broken("bin of class %u: limit %u outside %u..%u", c, limit, base, BIN_MAX_BLOCKS);
+        growth += (size_t)(limit - base) * class_size[c];
     }
     if (growth != heap->bin_growth || growth > HEAP_BIN_GROWTH_BYTES)
         return heap_broken("heap %p: bins grown by %zu bytes, %zu counted (budget %zu)", (const void *)heap,
@@ -326,6 +330,11 @@ static void *bin_refill_from_idle_heap(struct heap *heap, unsigned class_index)
 void *heap_bin_refill(struct heap *heap, unsigned class_index)
 {
     strata_assert(heap->bins[class_index].head == NULL);
+    heap->bin_flushes[class_index] = 0;
+    if (unlikely(heap->bin_drained_limit[class_index] != 0)) {
+        heap->bins[class_index].limit = heap->bin_drained_limit[class_index];
+        heap->bin_drained_limit[class_index] = 0;
+    }
     bin_note(heap, class_index, BIN_REFILLED);
     os_lock_take(&heap->lock);
     heap_note_slow_call(heap);
@@ -376,9 +385,18 @@ static uint32_t blocks_to_pages(struct heap *heap, struct block **taken, uint32_
 void heap_bin_flush(struct heap *heap, struct bin *bin)
 {
     strata_assert_cmp(bin->count, >, bin->limit);
-    bin_note(heap, (unsigned)(bin - heap->bins), BIN_FLUSHED);
+    unsigned c = (unsigned)(bin - heap->bins);
+    bin_note(heap, c, BIN_FLUSHED);
     os_lock_take(&heap->lock);
     heap_note_slow_call(heap);
+    /* A class whose frees outrun its allocations flush after flush drains:
+     * its bin goes back whole and its frees go to their pages until the
+     * next refill, so that the pages empty and start again from their
+     * first block, rather than each keep a block of the bin's. */
+    if (bin->limit != 0 && heap->bin_flushes[c] < UINT8_MAX && ++heap->bin_flushes[c] >= BIN_DRAIN_FLUSHES) {
+        heap->bin_drained_limit[c] = bin->limit;
+        bin->limit = 0;
+    }
     bin_trim(heap, bin, bin->limit / 2);
     bins_age(heap);
     os_lock_give(&heap->lock);

@@ -31,6 +31,8 @@
 /* The owner looks at the clock for the shrinking every this many refills
  * and flushes. */
 #define BIN_AGE_EVERY 64
+/* Flushes without a refill between them after which a class drains. */
+#define BIN_DRAIN_FLUSHES 4
 
 /* The remote stack of a heap given up. */
 #define REMOTE_CLOSED ((struct page *)(uintptr_t)1)
@@ -76,6 +78,12 @@ struct heap {
     uint64_t bins_aged_at;        /* when the owner last aged its bins */
     uint32_t bin_events;          /* refills and flushes since it looked at the clock */
     uint8_t bin_use[CLASS_COUNT]; /* BIN_* of each class since then */
+    /* Flushes of each class's bin since its last refill; past
+     * BIN_DRAIN_FLUSHES the class is draining (bins.c): its limit is kept
+     * here and the bin's is 0, so frees go to the pages, until the next
+     * refill. 0 in drained_limit: not draining. */
+    uint8_t bin_flushes[CLASS_COUNT];
+    uint32_t bin_drained_limit[CLASS_COUNT];
     /* The stack of pages whose remote lists hold blocks other threads
      * freed (bins.h): on a line of its own, which those threads write, so
      * the owner's other fields do not bounce with it. */

@@ -350,7 +350,52 @@ static void test_bin_flush(void)
         strata_free(blocks[i]);
     CHECK_CMP(bin->count, <=, bin->limit);
     CHECK_CMP(bin->count, >=, bin->limit / 2);
+    CHECK_CMP(heap->bin_drained_limit[size_class(48)], ==, 0);
     CHECK_SOUND(heap_check(heap));
+}
+
+/* A class whose frees outrun its allocations, flush after flush, drains:
+ * its bin goes back whole and its frees go to their pages, which empty and
+ * go back to their segment, none held by a block left in the bin; the
+ * class's next allocation gives the bin its limit back. One flush alone
+ * (test_bin_flush) drains nothing. */
+static void test_bin_drain(void)
+{
+    struct heap *heap = own_heap();
+    unsigned c = size_class(72);
+    struct bin *bin = &heap->bins[c];
+    void *probe = strata_malloc(72);
+    size_t per_page = page_of(segment_of(probe), probe)->reserved;
+    strata_free(probe);
+    size_t total = per_page * 8;
+    CHECK_CMP(total, <=, sizeof blocks / sizeof blocks[0]);
+    CHECK_CMP(total, >, (size_t)(BIN_DRAIN_FLUSHES + 1) * BIN_MAX_BLOCKS);
+    for (size_t i = 0; i < total; i++)
+        blocks[i] = strata_malloc(72);
+    uint32_t limit = bin->limit;
+    CHECK_CMP(heap->bin_drained_limit[c], ==, 0);
+    CHECK_SOUND(heap_check(heap));
+    /* Freed in an order that visits every page in turn, as a tree's
+     * destruction does: each flush's blocks spread over all the pages. */
+    size_t stride = 7919 % total ? 7919 : 7907;
+    for (size_t i = 0; i < total; i++)
+        strata_free(blocks[i * stride % total]);
+    CHECK_CMP(bin->limit, ==, 0);
+    CHECK_CMP(bin->count, ==, 0);
+    CHECK_CMP(heap->bin_drained_limit[c], ==, limit);
+    CHECK_SOUND(heap_check(heap));
+    size_t pinned = 0;
+    for (size_t i = 0; i < total; i++) {
+        struct page *page = page_of(segment_of(blocks[i]), blocks[i]);
+        pinned += page->in_use && page != heap->current[c];
+    }
+    CHECK_CMP(pinned, ==, 0);
+    void *again = strata_malloc(72);
+    CHECK(again != NULL);
+    CHECK_CMP(bin->limit, >=, limit);
+    CHECK_CMP(heap->bin_drained_limit[c], ==, 0);
+    CHECK_SOUND(heap_check(heap));
+    strata_free(again);
 }
 
 /* Fill whole pages; then return every block: pages that are not current go
@@ -715,6 +760,7 @@ static const struct check_test tests[] = {
     {"first_page", test_first_page},
     {"free_to_bin", test_free_to_bin},
     {"bin_flush", test_bin_flush},
+    {"bin_drain", test_bin_drain},
     {"empty_pages", test_empty_pages},
     {"purge_delay", test_purge_delay},
     {"no_mapping_in_loop", test_no_mapping_in_loop},
