@@ -149,8 +149,8 @@ static bool current_with_free(struct heap *heap, unsigned class_index, void **ta
     if (page->free != NULL || page_extend(page))
         return true;
     if (atomic_load_explicit(&heap->remote, memory_order_relaxed) != NULL) {
-        heap_collect_remote(heap);
-        if (page->free != NULL)
+        heap_collect_remote(heap); /* may empty the page, which starts again */
+        if (page->free != NULL || page_extend(page))
             return true;
     }
     page = heap->available[class_index];
@@ -386,6 +386,21 @@ void heap_bin_flush(struct heap *heap, struct bin *bin)
 {
     strata_assert_cmp(bin->count, >, bin->limit);
     unsigned c = (unsigned)(bin - heap->bins);
+    if (heap->bin_drained_limit[c] != 0) {
+        /* Draining: the one block the inline free just pushed (its link
+         * the empty bin's NULL, checked there against the bin's newest)
+         * goes to its page with no walk, no clock and no aging. */
+        strata_assert_cmp(bin->count, ==, 1);
+        struct block *block = bin->head;
+        bin->head = NULL;
+        counter_set(&bin->count, 0);
+        os_lock_take(&heap->lock);
+        heap_note_slow_call(heap);
+        uint32_t own = blocks_to_pages(heap, &block, 1);
+        counters_bytes_out(-(long)own * (long)class_size[c]);
+        os_lock_give(&heap->lock);
+        return;
+    }
     bin_note(heap, c, BIN_FLUSHED);
     os_lock_take(&heap->lock);
     heap_note_slow_call(heap);

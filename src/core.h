@@ -91,6 +91,14 @@ void segments_set_owner(struct segment *list, uintptr_t owner_word);
 void heap_release_empty_segments(struct heap *heap);
 /* Carves more blocks into the page's free list; false when it is full. */
 bool page_extend(struct page *page);
+/* An emptied page that stays its class's current page starts again from
+ * its first block: nothing carved, so that its blocks are handed out in
+ * address order again rather than in the order they were freed (heap lock
+ * held; no block of the page out, in a bin or on its remote list). Its
+ * free list is checked first. Not in checked mode, whose hand-outs check
+ * each block a page's list gives back (a write after free there is found
+ * when the block is handed out again, where carving would write over it). */
+void page_restart(struct page *page);
 /* An exiting heap's segments: empty ones go back, the others are abandoned
  * to the frees of other threads. */
 void heap_segments_abandon(struct heap *heap);

@@ -56,8 +56,11 @@ void page_free_block(struct heap *heap, struct page *page, struct block *block)
     counter_set(&page->used, page->used - 1); /* the caller accounts the bytes (counters_bytes_out), in batches */
     if (likely(head != NULL && page->used != 0))
         return;
-    if (page == heap->current[page->class_index])
+    if (page == heap->current[page->class_index]) {
+        if (page->used == 0 && !strata_options.check)
+            page_restart(page);
         return;
+    }
     if (page->used == 0) {
         if (page->listed)
             list_remove(heap, page);
@@ -87,8 +90,11 @@ void page_take_remote(struct heap *heap, struct page *page, struct block *list, 
     block_set_next(tail, page->free);
     page->free = list;
     counter_set(&page->used, page->used - count);
-    if (page == heap->current[page->class_index])
+    if (page == heap->current[page->class_index]) {
+        if (page->used == 0 && !strata_options.check)
+            page_restart(page);
         return;
+    }
     if (page->used == 0) {
         if (page->listed)
             list_remove(heap, page);

@@ -398,6 +398,28 @@ bool page_extend(struct page *page)
     return page->capacity != page->reserved && page_carve(page);
 }
 
+void page_restart(struct page *page)
+{
+    strata_assert(page->used == 0 && page->in_use && page->class_index != CLASS_MEDIUM);
+    struct segment *segment = segment_of(page->start);
+    unsigned first = (unsigned)(page - segment->pages);
+    /* The free list is checked before it is forgotten, as the hand-outs
+     * it replaces would have checked each block: a block written after
+     * its free, or freed twice (the list then loops or runs past the
+     * page's blocks), is reported here rather than carved over. */
+    uint32_t count = 0;
+    for (struct block *b = page->free; b != NULL; b = block_next(b))
+        if (unlikely(++count > page->capacity))
+            report_fatal("double free (a page's free list holds more blocks than it carved)", b);
+    if (unlikely(count != page->capacity))
+        report_fatal("double free or write after free (a page's free list lost blocks)", page->free);
+    page->free = NULL;
+    /* Atomic, as page_carve's store: other threads read it. */
+    __atomic_store_n(&page->capacity, 0, __ATOMIC_RELAXED);
+    for (unsigned k = first; k < first + page->slice_count; k++)
+        segment->slices[k].carved_key = 0;
+}
+
 /* ---- pages and segments given back -------------------------------------- */
 /* A released page's slices point at the header's page slot, never in use, so
  * a stale free into them is reported even after a new page takes the first

@@ -202,6 +202,30 @@ static int write_after_free(void)
     return 0;
 }
 
+/* A write after free into a block a drained bin sent to its page (the
+ * class's current page), found when the page empties and its list is
+ * checked before the page starts again from its first block. */
+static int write_after_free_page(void)
+{
+    enum { COUNT = 8000 };
+    static char *blocks[COUNT];
+    for (int i = 0; i < COUNT; i++)
+        blocks[i] = m_malloc(72);
+    for (int i = 0; i < COUNT - 2; i++)
+        m_free(blocks[i]);
+    char *victim = blocks[COUNT - 2], *last = blocks[COUNT - 1];
+    if (page_of(segment_of(victim), victim) != page_of(segment_of(last), last))
+        victim = blocks[COUNT - 3];
+    m_free(victim);
+    say_address(victim);
+    memcpy(victim, &(char *){(char *)blocks + 64}, sizeof(char *));
+    m_free(last);
+    for (int i = 0; i < 3; i++)
+        if (m_malloc(72) == (char *)blocks + 64)
+            printf("the forged address was returned\n");
+    return 0;
+}
+
 static int foreign(void)
 {
     static char not_ours[64];
@@ -369,6 +393,7 @@ static const struct misuse misuses[] = {
     {{"realloc-foreign", realloc_foreign}, "`realloc` of a pointer into static memory", "did not allocate"},
     {{"write-after-free", write_after_free}, NULL, "write after free"},
     {{"small-write-after-free", small_write_after_free}, NULL, "write after free"},
+    {{"write-after-free-page", write_after_free_page}, NULL, "write after free"},
     {{"state-overwritten", state_overwritten}, NULL, "state is overwritten"},
     {{"free-many", free_many}, NULL, NULL},
     {{"clean", clean}, NULL, NULL},
@@ -492,6 +517,23 @@ static void test_forged_link(void)
     CHECK(aborted(&o) && strstr(o.output, "forged address was returned") == NULL);
 }
 
+/* A forged link in a block that went back to its page is never followed
+ * either: the default mode finds it when the page empties, checked mode
+ * when the block is handed out again. */
+static void test_forged_link_in_page(void)
+{
+    if (TEST_SECURE) {
+        printf("the secure flavour's blocks are checked at every free (small_write_after_free)\n");
+        return;
+    }
+    struct outcome o = spawn("write-after-free-page", NULL);
+    CHECK(aborted(&o) && check_reports(&o, "strata: error: ", "write after free"));
+    CHECK(strstr(o.output, "forged address was returned") == NULL);
+    o = spawn("write-after-free-page", "1");
+    CHECK(aborted(&o) && check_reports(&o, "strata: error: ", "write after free"));
+    CHECK(strstr(o.output, "forged address was returned") == NULL);
+}
+
 /* The secure flavour: a write after free anywhere in a small block's first
  * 64 bytes is stopped. */
 static void test_small_write_after_free(void)
@@ -570,6 +612,7 @@ static void test_malformed_option(void)
 static const struct check_test tests[] = {
     {"table", test_table},
     {"forged_link", test_forged_link},
+    {"forged_link_in_page", test_forged_link_in_page},
     {"small_write_after_free", test_small_write_after_free},
     {"state_overwritten", test_state_overwritten},
     {"heap_check_states", test_heap_check_states},

@@ -356,8 +356,9 @@ static void test_bin_flush(void)
 
 /* A class whose frees outrun its allocations, flush after flush, drains:
  * its bin goes back whole and its frees go to their pages, which empty and
- * go back to their segment, none held by a block left in the bin; the
- * class's next allocation gives the bin its limit back. One flush alone
+ * go back to their segment, none held by a block left in the bin, and the
+ * current page starts again from its first block; the class's next
+ * allocation gives the bin its limit back. One flush alone
  * (test_bin_flush) drains nothing. */
 static void test_bin_drain(void)
 {
@@ -390,12 +391,27 @@ static void test_bin_drain(void)
         pinned += page->in_use && page != heap->current[c];
     }
     CHECK_CMP(pinned, ==, 0);
-    void *again = strata_malloc(72);
-    CHECK(again != NULL);
+    /* The current page, emptied, starts again from its first block: the
+     * next allocations are its blocks in address order. */
+    struct page *current = heap->current[c];
+    CHECK(current != NULL && current->used == 0);
+    CHECK_CMP(current->capacity, ==, 0);
+    CHECK(current->free == NULL);
+    CHECK_CMP(segment_of(current->start)->slices[slice_of(current->start)].carved_key, ==, 0);
+    enum { AGAIN = 16 };
+    char *again[AGAIN];
+    for (int i = 0; i < AGAIN; i++)
+        again[i] = strata_malloc(72);
+    CHECK(again[0] == current->start);
+    int in_order = 1;
+    for (int i = 1; i < AGAIN; i++)
+        in_order &= again[i] == again[i - 1] + current->block_size;
+    CHECK(in_order);
     CHECK_CMP(bin->limit, >=, limit);
     CHECK_CMP(heap->bin_drained_limit[c], ==, 0);
     CHECK_SOUND(heap_check(heap));
-    strata_free(again);
+    for (int i = 0; i < AGAIN; i++)
+        strata_free(again[i]);
 }
 
 /* Fill whole pages; then return every block: pages that are not current go
