@@ -14,8 +14,9 @@
  * and a flush take, so that the purger thread may collect an idle owner's
  * remote frees.
  * Invariants (bins_check): a bin holds `count` blocks, at most `limit`,
- * between its class's base limit and BIN_MAX_BLOCKS, the limits' growth
- * summing to bin_growth; every one is a carved block of an in-use page of
+ * between its class's base limit and BIN_MAX_BLOCKS (set aside in
+ * bin_drained_limit, the bin's 0, while its class drains), the limits'
+ * growth summing to bin_growth; every one is a carved block of an in-use page of
  * its class, counted as used in that page (a page's class and carving do
  * not change while one of its blocks is out, so other heaps' blocks are
  * safe to hold); in checked mode bins have no room, so every call takes

@@ -42,7 +42,7 @@
 struct bin {
     struct block *head;
     uint32_t count;
-    uint32_t limit; /* 0 in checked mode: every call goes to the pages */
+    uint32_t limit; /* 0 in checked mode, and while its class drains: every call goes to the pages */
 };
 
 /* The secure flavour's quarantine (free.c): blocks the thread freed, oldest
