@@ -37,6 +37,25 @@ static STRATA_NOINLINE void page_give_back(struct heap *heap, struct page *page)
     heap_maybe_purge(heap);
 }
 
+/* Where a page goes once blocks came back to its free list: emptied, back
+ * to its segment, or, as its class's current page, started again from its
+ * first block; else onto its class's list if it was off it (full). */
+static void page_blocks_back(struct heap *heap, struct page *page)
+{
+    if (page == heap->current[page->class_index]) {
+        if (page->used == 0 && !strata_options.check)
+            page_restart(page);
+        return;
+    }
+    if (page->used == 0) {
+        if (page->listed)
+            list_remove(heap, page);
+        page_give_back(heap, page);
+    } else if (!page->listed) {
+        list_push(heap, page);
+    }
+}
+
 void page_free_block(struct heap *heap, struct page *page, struct block *block)
 {
     if (unlikely(!page->in_use))
@@ -56,18 +75,7 @@ void page_free_block(struct heap *heap, struct page *page, struct block *block)
     counter_set(&page->used, page->used - 1); /* the caller accounts the bytes (counters_bytes_out), in batches */
     if (likely(head != NULL && page->used != 0))
         return;
-    if (page == heap->current[page->class_index]) {
-        if (page->used == 0 && !strata_options.check)
-            page_restart(page);
-        return;
-    }
-    if (page->used == 0) {
-        if (page->listed)
-            list_remove(heap, page);
-        page_give_back(heap, page);
-    } else if (!page->listed) {
-        list_push(heap, page);
-    }
+    page_blocks_back(heap, page);
 }
 
 void page_take_remote(struct heap *heap, struct page *page, struct block *list, struct block *tail, uint32_t count)
@@ -90,18 +98,7 @@ void page_take_remote(struct heap *heap, struct page *page, struct block *list, 
     block_set_next(tail, page->free);
     page->free = list;
     counter_set(&page->used, page->used - count);
-    if (page == heap->current[page->class_index]) {
-        if (page->used == 0 && !strata_options.check)
-            page_restart(page);
-        return;
-    }
-    if (page->used == 0) {
-        if (page->listed)
-            list_remove(heap, page);
-        page_give_back(heap, page);
-    } else if (!page->listed) {
-        list_push(heap, page);
-    }
+    page_blocks_back(heap, page);
 }
 
 /* An adopted segment's pages join the heap: each with free blocks (carved
