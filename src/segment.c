@@ -416,8 +416,7 @@ void page_restart(struct page *page)
     page->free = NULL;
     /* Atomic, as page_carve's store: other threads read it. */
     __atomic_store_n(&page->capacity, 0, __ATOMIC_RELAXED);
-    for (unsigned k = first; k < first + page->slice_count; k++)
-        segment->slices[k].carved_key = 0;
+    slices_name(segment, first, page->slice_count, page->class_index, first); /* nothing carved */
 }
 
 /* ---- pages and segments given back -------------------------------------- */
