@@ -378,7 +378,7 @@ static void test_bin_drain(void)
     CHECK_SOUND(heap_check(heap));
     /* Freed in an order that visits every page in turn, as a tree's
      * destruction does: each flush's blocks spread over all the pages. */
-    size_t stride = 7919 % total ? 7919 : 7907;
+    size_t stride = total % 7919 ? 7919 : 7907; /* a prime not dividing total: every block once */
     for (size_t i = 0; i < total; i++)
         strata_free(blocks[i * stride % total]);
     CHECK_CMP(bin->limit, ==, 0);
