@@ -153,7 +153,9 @@ void free_segment_slow(void *p)
     if (unlikely(atomic_load_explicit(&purger_request, memory_order_relaxed) == PURGER_REQUESTED) &&
         thread_heap != &heap_empty)
         purger_start();
-    heap_free_block(free_segment_page(p), p);
+    if (likely(heap_keep_foreign(p)))
+        return;
+    heap_free_unkept(free_segment_page(p), p);
 }
 
 void free_bin_full(struct heap *heap, struct bin *bin)

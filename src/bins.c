@@ -462,12 +462,17 @@ void bins_flush_all(struct heap *heap)
  * the bin overflows. False, doing nothing, when the bin may not keep it:
  * the caller's own block, an exited thread's (given up, or parked where
  * the caller does not allocate the class), a medium block, checked mode
- * (no room in bins), or a block the owner may not have carved yet. */
-static bool bin_keep_foreign(struct heap *self, struct page *page, struct block *block, uintptr_t owner)
+ * (no room in bins), or a pointer that is not a block its page has carved.
+ * It reads the segment's owner word and the block's slice, never the page's
+ * record, whose line its owner writes at every refill and flush (on the
+ * server workload that read was a cross-core miss at every other free).
+ * The slice's carved key is as safe to read here as for the owner: the
+ * carve that covered a block happened before its hand-out, which happened
+ * before the program passed it to this thread; a stale key can only be
+ * lower, and sends a pointer to the full check. */
+static bool bin_keep_foreign(struct heap *self, struct block *block, uintptr_t owner)
 {
-    unsigned class_index = page->class_index;
-    if (owner == self->owner_word || class_index >= CLASS_COUNT || self->bins[class_index].limit == 0 ||
-        !page_surely_carved(page, block))
+    if (owner == self->owner_word)
         return false;
     /* A live heap's word has neither bit (heaps are aligned): one test
      * lets its blocks by. A given-up heap's block never stays; a parked
@@ -475,6 +480,11 @@ static bool bin_keep_foreign(struct heap *self, struct page *page, struct block 
      * of a class the thread does not allocate, it would hold the heap's
      * page, and so its segment, for as long as the thread lives (its blocks
      * go to the heap's remote list instead, which the purger collects). */
+    const struct slice *slice = &segment_of(block)->slices[slice_of(block)];
+    unsigned class_index = slice->class_index;
+    if (class_index >= CLASS_COUNT || self->bins[class_index].limit == 0 ||
+        !slice_holds_block(slice, (uint32_t)((uintptr_t)block & SEGMENT_MASK)))
+        return false;
     if (unlikely(owner & (OWNER_ABANDONED | OWNER_PARKED_TAG)) &&
         (owner == OWNER_ABANDONED || !(self->bin_use[class_index] & BIN_REFILLED_LATELY)))
         return false;
@@ -482,6 +492,12 @@ static bool bin_keep_foreign(struct heap *self, struct page *page, struct block 
     if (bin_push(bin, block))
         heap_bin_flush(self, bin);
     return true;
+}
+
+bool heap_keep_foreign(void *p)
+{
+    uintptr_t owner = atomic_load_explicit(&segment_of(p)->owner, memory_order_relaxed);
+    return bin_keep_foreign(thread_heap, p, owner);
 }
 
 void heap_free_block(struct page *page, struct block *block)
@@ -493,9 +509,13 @@ void heap_free_block(struct page *page, struct block *block)
      * inline free finds one: at once when it is the bin's newest, else by
      * the allocation or flush that meets it the second time, its check
      * word cleared by the first hand-out (layout.h, struct block). */
-    uintptr_t owner = atomic_load_explicit(&segment_of(block)->owner, memory_order_relaxed);
-    if (likely(bin_keep_foreign(thread_heap, page, block, owner)))
+    if (likely(heap_keep_foreign(block)))
         return;
+    heap_free_unkept(page, block);
+}
+
+void heap_free_unkept(struct page *page, struct block *block)
+{
     /* Free already: on a list of its owner (a bin, a page, the remote
      * list), in another heap's bin, or on an exited thread's segment. */
     if (unlikely(block_is_free(block)))

@@ -88,6 +88,14 @@ STRATA_NOINLINE void heap_bin_flush(struct heap *heap, struct bin *bin);
  * owner's remote list, or its abandoned segment. `page` is the block's
  * (page_of). */
 STRATA_NOINLINE void heap_free_block(struct page *page, struct block *block);
+/* Keeps a pointer into a segment in the calling thread's bin when it is
+ * another live heap's carved small block (read from the segment's owner
+ * word and the block's slice alone); false, doing nothing, otherwise (the
+ * caller validates it and calls heap_free_unkept). */
+bool heap_keep_foreign(void *p);
+/* heap_free_block for a block heap_keep_foreign did not keep: to its own
+ * page, its owner's remote list or its abandoned segment. */
+void heap_free_unkept(struct page *page, struct block *block);
 /* Frees a block the caller validated (the start of a block handed out)
  * wherever it belongs: the calling thread's bin (flushed when full) or
  * heap_free_block. */

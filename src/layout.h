@@ -197,7 +197,8 @@ struct slice {
     /* The key of the first block the page has not carved (capacity block
      * keys) in the slices that carving has reached, 0 in those above: a
      * pointer whose key is below it is a block the page has handed out or
-     * holds free. Written by the page's owner only. */
+     * holds free. Written by the page's owner only, read by any thread
+     * freeing a block of the page (slice_holds_block). */
     uint32_t carved_key;
     uint8_t class_index;
     uint8_t page_slice; /* the first slice of its page */
@@ -218,10 +219,13 @@ static inline bool slice_block_start(const struct slice *slice, const struct pag
 }
 
 /* Whether the pointer at `offset` in the segment, in this slice, is the
- * start of a block its page has carved (asked by the page's owner). */
+ * start of a block its page has carved (asked by the page's owner, or by a
+ * thread the program handed the block: the key's store by the carve is
+ * relaxed, as is this load, and the hand-out orders them). */
 static inline bool slice_holds_block(const struct slice *slice, uint32_t offset)
 {
-    return block_key(slice->multiplier, slice_page_offset(slice, offset)) < slice->carved_key;
+    return block_key(slice->multiplier, slice_page_offset(slice, offset)) <
+           __atomic_load_n(&slice->carved_key, __ATOMIC_RELAXED);
 }
 
 /* Invariants (segment_check): a slice is either in free_mask or covered by

@@ -79,7 +79,7 @@ static void slices_carved(struct page *page)
     uint32_t end = start + page->capacity * page->block_size;
     uint32_t key = page->capacity * class_block_key[page->class_index];
     for (uint32_t k = start >> SLICE_SHIFT; k << SLICE_SHIFT < end; k++)
-        segment->slices[k].carved_key = key;
+        __atomic_store_n(&segment->slices[k].carved_key, key, __ATOMIC_RELAXED);
 }
 
 /* ---- segment lists, new segments ---------------------------------------- */
