@@ -559,6 +559,14 @@ static void free_to_owner(struct page *page, struct block *block)
             continue;
         }
         struct heap *heap = (struct heap *)(owner & ~OWNER_TAGS);
+        /* The carve that covered a block came before its hand-out, which
+         * came before the program passed it here: a small block its page
+         * has not carved was never allocated, and spliced into the page's
+         * free list it would be carved over while listed. */
+        if (unlikely(page->class_index != CLASS_MEDIUM &&
+                     !slice_holds_block(&segment->slices[slice_of(block)],
+                                        (uint32_t)((uintptr_t)block & SEGMENT_MASK))))
+            report_fatal("free of a block that was never allocated", block);
         uintptr_t old = atomic_load_explicit(page_remote_word(page), memory_order_relaxed), new;
         do {
             struct block *head = PAGE_REMOTE_HEAD(old);

@@ -52,6 +52,18 @@ static void *free_twice_at_once_in_heap_thread(void *p)
     return NULL;
 }
 
+/* A thread with a heap of its own (it allocates first) frees a pointer
+ * into another heap's page that no allocation returned, and allocates on:
+ * its bin must not keep it, though it keeps that heap's blocks unread. */
+static void *free_stray_in_heap_thread(void *p)
+{
+    m_free(m_malloc(100));
+    m_free(p);
+    for (int i = 0; i < 2000; i++)
+        m_malloc(100);
+    return NULL;
+}
+
 static void run_in_thread(void *(*fn)(void *), void *p)
 {
     pthread_t t;
@@ -184,6 +196,25 @@ static int never_handed_out(void)
     m_free(p + 16384);
     for (int i = 0; i < 2000; i++)
         m_malloc(16);
+    return 0;
+}
+
+/* The same two, freed by another thread that allocates too. */
+static void run_in_thread(void *(*fn)(void *), void *p);
+static int interior_remote(void)
+{
+    char *p = m_malloc(100);
+    memset(p, 'A', 100);
+    say_address(p + 16);
+    run_in_thread(free_stray_in_heap_thread, p + 16);
+    return 0;
+}
+
+static int never_handed_out_remote(void)
+{
+    char *p = m_malloc(16);
+    say_address(p + 16384);
+    run_in_thread(free_stray_in_heap_thread, p + 16384);
     return 0;
 }
 
@@ -391,6 +422,8 @@ static const struct misuse misuses[] = {
     {{"stale-slice", stale_slice}, "a free into a page released since", "not"},
     {{"foreign", foreign}, "`free` of a pointer into static memory", "did not allocate"},
     {{"realloc-foreign", realloc_foreign}, "`realloc` of a pointer into static memory", "did not allocate"},
+    {{"interior-remote", interior_remote}, NULL, "not the start of a block"},
+    {{"never-handed-out-remote", never_handed_out_remote}, NULL, "never allocated"},
     {{"write-after-free", write_after_free}, NULL, "write after free"},
     {{"small-write-after-free", small_write_after_free}, NULL, "write after free"},
     {{"write-after-free-page", write_after_free_page}, NULL, "write after free"},
@@ -554,6 +587,25 @@ static void test_small_write_after_free(void)
     }
 }
 
+/* A stray pointer into another heap's page, freed by a thread whose bin
+ * keeps that heap's blocks without reading them: stopped with the address,
+ * in both modes and both flavours, as the owner's own free stops it. */
+static void test_stray_free_remote(void)
+{
+    static const struct {
+        const char *name, *what;
+    } strays[] = {{"interior-remote", "not the start of a block"}, {"never-handed-out-remote", "never allocated"}};
+    static const char *checks[] = {NULL, "1"};
+    for (size_t i = 0; i < CHECK_COUNT(strays); i++)
+        for (size_t m = 0; m < CHECK_COUNT(checks); m++) {
+            struct outcome o = spawn(strays[i].name, checks[m]);
+            CHECK(aborted(&o) && (check_reports(&o, "strata: error: ", strays[i].what) ||
+                                  (TEST_SECURE && check_reports(&o, "strata: error: ", ""))));
+            if (!aborted(&o))
+                printf("  not stopped: %s%s\n", strays[i].name, checks[m] ? " (STRATA_CHECK=1)" : "");
+        }
+}
+
 /* The secure flavour: a block state overwritten by a stray write is
  * reported at the block's free. */
 static void test_state_overwritten(void)
@@ -614,6 +666,7 @@ static const struct check_test tests[] = {
     {"forged_link", test_forged_link},
     {"forged_link_in_page", test_forged_link_in_page},
     {"small_write_after_free", test_small_write_after_free},
+    {"stray_free_remote", test_stray_free_remote},
     {"state_overwritten", test_state_overwritten},
     {"heap_check_states", test_heap_check_states},
     {"no_false_alarm", test_no_false_alarm},
