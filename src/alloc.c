@@ -158,6 +158,21 @@ void free_segment_slow(void *p)
     heap_free_unkept(free_segment_page(p), p);
 }
 
+void free_elsewhere(void *p)
+{
+    if (unlikely(!is_segment_pointer(p))) {
+        free_slow(p);
+        return;
+    }
+    struct heap *heap = thread_heap;
+    bool full;
+    struct bin *bin = bin_push_own(heap, p, &full);
+    if (bin == NULL)
+        free_segment_slow(p);
+    else if (unlikely(full))
+        free_bin_full(heap, bin);
+}
+
 void free_bin_full(struct heap *heap, struct bin *bin)
 {
     heap_bin_flush(heap, bin);

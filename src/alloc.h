@@ -31,6 +31,11 @@ STRATA_NOINLINE void free_slow(void *p);
 STRATA_NOINLINE void free_segment_slow(void *p);
 /* A free filled the bin past its limit: half goes back to the pages. */
 STRATA_NOINLINE void free_bin_full(struct heap *heap, struct bin *bin);
+/* Every free the inline path does not finish: a pointer into a segment
+ * that is the calling heap's (its segment then joins the heap's own
+ * segments, and the block its bin), else free_segment_slow's or
+ * free_slow's. */
+STRATA_NOINLINE void free_elsewhere(void *p);
 
 /* A block from the thread's bin for `size` (at most SMALL_MAX), or NULL
  * when the bin is empty (always, in the secure flavour, whose blocks come
@@ -59,27 +64,26 @@ static STRATA_ALWAYS_INLINE void *alloc_fast(size_t size)
     return alloc_slow(size);
 }
 
-/* The default flavour's free. Checks: the pointer lies in a segment (the
- * segment map, layout.h); bin_push_own's (the calling heap's own carved
- * block, not the bin's newest); the bin is within its limit. Anything else
- * (NULL, a large block, another thread's block, a pointer strata did not
- * hand out, checked mode) is free_slow's or free_segment_slow's. */
+/* The default flavour's free. Checks: the pointer lies in one of the
+ * calling heap's own segments (heap_owns_segment_of); bin_push_in_segment's
+ * (the start of a block the page has carved, not the bin's newest); the
+ * bin is within its limit. Anything else (a segment not among the heap's
+ * own segments yet, NULL, a large block, another thread's block, a pointer
+ * strata did not hand out, checked mode) is free_elsewhere's. */
 static STRATA_ALWAYS_INLINE void free_fast(void *p)
 {
-    if (likely(is_segment_pointer(p))) {
-        struct heap *heap = thread_heap;
+    struct heap *heap = thread_heap;
+    if (likely(heap_owns_segment_of(heap, p))) {
         bool full;
-        struct bin *bin = bin_push_own(heap, p, &full);
+        struct bin *bin = bin_push_in_segment(heap, segment_of(p), p, &full);
         if (likely(bin != NULL)) {
             if (likely(!full))
                 return;
             free_bin_full(heap, bin);
             return;
         }
-        free_segment_slow(p);
-        return;
     }
-    free_slow(p);
+    free_elsewhere(p);
 }
 
 #endif /* STRATA_ALLOC_H */

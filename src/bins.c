@@ -42,6 +42,8 @@ void bins_init(struct heap *heap)
         heap->bin_flushes[c] = 0;
         heap->bin_drained_limit[c] = 0;
     }
+    for (unsigned k = 0; k < SEGMENT_COLORS; k++)
+        atomic_store_explicit(&heap->own_segments[k], OWN_SEGMENT_NONE, memory_order_relaxed);
     heap->bin_growth = 0;
     heap->bin_events = 0;
     heap->bins_aged_at = os_now_ns();
@@ -483,7 +485,7 @@ static bool bin_keep_foreign(struct heap *self, struct block *block, uintptr_t o
     const struct slice *slice = &segment_of(block)->slices[slice_of(block)];
     unsigned class_index = slice->class_index;
     if (class_index >= CLASS_COUNT || self->bins[class_index].limit == 0 ||
-        !slice_holds_block(slice, (uint32_t)((uintptr_t)block & SEGMENT_MASK)))
+        !slice_holds_block_any_thread(slice, (uint32_t)((uintptr_t)block & SEGMENT_MASK)))
         return false;
     if (unlikely(owner & (OWNER_ABANDONED | OWNER_PARKED_TAG)) &&
         (owner == OWNER_ABANDONED || !(self->bin_use[class_index] & BIN_REFILLED_LATELY)))
@@ -564,7 +566,7 @@ static void free_to_owner(struct page *page, struct block *block)
          * has not carved was never allocated, and spliced into the page's
          * free list it would be carved over while listed. */
         if (unlikely(page->class_index != CLASS_MEDIUM &&
-                     !slice_holds_block(&segment->slices[slice_of(block)],
+                     !slice_holds_block_any_thread(&segment->slices[slice_of(block)],
                                         (uint32_t)((uintptr_t)block & SEGMENT_MASK))))
             report_fatal("free of a block that was never allocated", block);
         uintptr_t old = atomic_load_explicit(page_remote_word(page), memory_order_relaxed), new;

@@ -50,6 +50,37 @@ static STRATA_ALWAYS_INLINE bool bin_push(struct bin *bin, struct block *block)
     return count > bin->limit;
 }
 
+/* Whether the calling heap's own_segments names p's segment (heap.h).
+ * Checks: p's segment base is the entry of its colour, which only a
+ * segment the heap owns ever is: that proves p a pointer into a segment,
+ * and the segment the heap's, with neither the segment map's look-up nor
+ * the owner word's load. */
+static STRATA_ALWAYS_INLINE bool heap_owns_segment_of(const struct heap *heap, const void *p)
+{
+    uintptr_t base = (uintptr_t)p & ~(uintptr_t)SEGMENT_MASK;
+    unsigned colour = ((uint32_t)(uintptr_t)p >> SEGMENT_SHIFT) & (SEGMENT_COLORS - 1);
+    return atomic_load_explicit(&heap->own_segments[colour], memory_order_relaxed) == base;
+}
+
+/* A block of one of the calling heap's own segments into its bin: the bin,
+ * its count raised, with *full set when it is past its limit (the caller
+ * flushes it), or NULL when p is not a block the page has carved (the
+ * caller's slow path reports it). Checks: the pointer is the start of a
+ * block the page has carved (the key of its offset below the slice's
+ * carved key: anything else never reaches a list); bin_push's. */
+static STRATA_ALWAYS_INLINE struct bin *bin_push_in_segment(struct heap *heap, struct segment *segment, void *p,
+                                                            bool *full)
+{
+    uint32_t offset = (uint32_t)((uintptr_t)p & SEGMENT_MASK);
+    const struct slice *slice = &segment->slices[offset >> SLICE_SHIFT];
+    if (likely(slice_holds_block(slice, offset))) {
+        struct bin *bin = &heap->bins[slice->class_index];
+        *full = bin_push(bin, p);
+        return bin;
+    }
+    return NULL;
+}
+
 /* The local-or-elsewhere decision of every free, made here once: a block
  * of the calling heap's own pages goes into its bin; the bin, its count
  * raised, with *full set when it is past its limit (the caller flushes
@@ -57,20 +88,18 @@ static STRATA_ALWAYS_INLINE bool bin_push(struct bin *bin, struct block *block)
  * caller's slow path then frees it through heap_free_block, or reports it).
  * Checks, for a pointer the caller knows lies in a segment: the segment's
  * owner word is the heap's own (never in checked mode, whose word is
- * tagged); the pointer is the start of a block the page has carved (the
- * key of its offset below the slice's carved key: anything else, reported
- * on the slow path, never reaches a list; only the owner carves, so only
- * the owner reads that key here); bin_push's. */
+ * tagged), and the segment then joins the heap's own_segments;
+ * bin_push_in_segment's (only the owner carves, so only the owner reads
+ * the carved key inline). */
 static STRATA_ALWAYS_INLINE struct bin *bin_push_own(struct heap *heap, void *p, bool *full)
 {
     struct segment *segment = segment_of(p);
     uintptr_t owner = atomic_load_explicit(&segment->owner, memory_order_relaxed);
-    uint32_t offset = (uint32_t)((uintptr_t)p & SEGMENT_MASK);
-    const struct slice *slice = &segment->slices[offset >> SLICE_SHIFT];
-    if (likely(owner == (uintptr_t)heap) && likely(slice_holds_block(slice, offset))) {
-        struct bin *bin = &heap->bins[slice->class_index];
-        *full = bin_push(bin, p);
-        return bin;
+    if (likely(owner == (uintptr_t)heap)) {
+        uintptr_t base = (uintptr_t)p & ~(uintptr_t)SEGMENT_MASK;
+        unsigned colour = ((uint32_t)(uintptr_t)p >> SEGMENT_SHIFT) & (SEGMENT_COLORS - 1);
+        atomic_store_explicit(&heap->own_segments[colour], base, memory_order_relaxed);
+        return bin_push_in_segment(heap, segment, p, full);
     }
     return NULL;
 }

@@ -68,8 +68,22 @@ struct quarantine {
  * thread allocates blocks of the class). */
 enum { BIN_REFILLED = 1, BIN_FLUSHED = 2, BIN_ACTIVE = 4, BIN_REFILLED_LATELY = 8 };
 
+/* An entry of a heap's own_segments that names no segment: a segment's
+ * base has its low bits clear. */
+#define OWN_SEGMENT_NONE ((uintptr_t)1)
+
 struct heap {
     struct bin bins[CLASS_COUNT];
+    /* Segments of this heap that its owner's inline free met lately, one
+     * per segment colour (the colour of the base indexes it; the base, or
+     * OWN_SEGMENT_NONE): a pointer whose segment base is here lies in a
+     * segment the heap owns, with no segment map look-up or owner check
+     * (alloc.h, free_fast). Written by the owner's inline free when the
+     * full checks have passed (never in checked mode, whose owner word is
+     * tagged), cleared when a segment leaves the heap (segment.c, under
+     * the heap's lock, by the owner or the purger) and when the heap is
+     * given up or made. */
+    _Atomic uintptr_t own_segments[SEGMENT_COLORS];
     struct page *current[CLASS_COUNT]; /* the page bins refill from */
     struct page *available[CLASS_COUNT]; /* pages with free blocks */
     /* Invariant: bin_growth is the sum over classes of (limit - base limit)

@@ -48,6 +48,19 @@ const char *heap_check_locked(const struct heap *heap)
         }
         dirty += (size_t)__builtin_popcountll(s->dirty_mask);
     }
+    /* Each of the heap's own segments (heap.h) is one of its segments, in
+     * the entry of its colour. */
+    for (unsigned k = 0; k < SEGMENT_COLORS; k++) {
+        uintptr_t base = atomic_load_explicit(&heap->own_segments[k], memory_order_relaxed);
+        if (base == OWN_SEGMENT_NONE)
+            continue;
+        const struct segment *s = heap->segments;
+        while (s != NULL && (uintptr_t)segment_base(s) != base)
+            s = s->next;
+        if (s == NULL || ((base >> SEGMENT_SHIFT) & (SEGMENT_COLORS - 1)) != k)
+            return heap_broken("heap %p: own segment entry %u names %p, not one of its segments of that colour",
+                               (const void *)heap, k, (const void *)base);
+    }
     if (listed != on_lists)
         return heap_broken("heap %p: %zu pages marked listed, %zu on the available lists",
                            (const void *)heap, listed, on_lists);

@@ -198,7 +198,7 @@ struct slice {
      * keys) in the slices that carving has reached, 0 in those above: a
      * pointer whose key is below it is a block the page has handed out or
      * holds free. Written by the page's owner only, read by any thread
-     * freeing a block of the page (slice_holds_block). */
+     * freeing a block of the page (slice_holds_block_any_thread). */
     uint32_t carved_key;
     uint8_t class_index;
     uint8_t page_slice; /* the first slice of its page */
@@ -219,10 +219,18 @@ static inline bool slice_block_start(const struct slice *slice, const struct pag
 }
 
 /* Whether the pointer at `offset` in the segment, in this slice, is the
- * start of a block its page has carved (asked by the page's owner, or by a
- * thread the program handed the block: the key's store by the carve is
- * relaxed, as is this load, and the hand-out orders them). */
+ * start of a block its page has carved (asked by the page's owner, the
+ * key's one writer). */
 static inline bool slice_holds_block(const struct slice *slice, uint32_t offset)
+{
+    return block_key(slice->multiplier, slice_page_offset(slice, offset)) < slice->carved_key;
+}
+
+/* The same, asked by any thread: by one the program handed the block, the
+ * key's store by the carve is relaxed, as is this load, and the hand-out
+ * orders them. (The owner's inline free reads the key plainly: an atomic
+ * load costs it three instructions of address arithmetic.) */
+static inline bool slice_holds_block_any_thread(const struct slice *slice, uint32_t offset)
 {
     return block_key(slice->multiplier, slice_page_offset(slice, offset)) <
            __atomic_load_n(&slice->carved_key, __ATOMIC_RELAXED);
@@ -244,7 +252,8 @@ struct segment {
     struct segment *next, *prev; /* owner heap's list, the abandoned list, or the cache */
     uint32_t pages_in_use;
     uint32_t purging;            /* abandoned: purges running outside the lock */
-    /* The owner's line and one line of these are all a local free reads. */
+    /* One line of these is all of the header a local free reads (the owner
+     * word too, when the segment is not among the heap's own segments). */
     _Alignas(CACHE_LINE) struct slice slices[SLICES_PER_SEGMENT];
     _Alignas(CACHE_LINE) struct page pages[SLICES_PER_SEGMENT]; /* valid at first slices */
     /* Each page's remote list (bins.c): the newest block's address, with

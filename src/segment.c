@@ -492,6 +492,16 @@ void page_release(struct heap *heap, struct page *page)
     }
 }
 
+/* The segment leaves the heap: its entry in the heap's own segments goes
+ * (heap.h; the owner's inline free reads it without the lock). */
+static void own_segment_forget(struct heap *heap, struct segment *segment)
+{
+    uintptr_t base = (uintptr_t)segment_base(segment);
+    _Atomic uintptr_t *entry = &heap->own_segments[(base >> SEGMENT_SHIFT) & (SEGMENT_COLORS - 1)];
+    if (atomic_load_explicit(entry, memory_order_relaxed) == base)
+        atomic_store_explicit(entry, OWN_SEGMENT_NONE, memory_order_relaxed);
+}
+
 void heap_release_empty_segments(struct heap *heap)
 {
     struct segment *segment = heap->segments;
@@ -499,6 +509,7 @@ void heap_release_empty_segments(struct heap *heap)
         struct segment *next = segment->next;
         if (segment->pages_in_use == 0 && segment->dirty_mask == 0 && (segment->prev || segment->next)) {
             segment_unlink(&heap->segments, segment);
+            own_segment_forget(heap, segment);
             segment_release(segment);
         }
         segment = next;
@@ -518,6 +529,8 @@ void heap_segments_abandon(struct heap *heap)
 {
     struct segment *segment = heap->segments;
     heap->segments = NULL;
+    for (unsigned k = 0; k < SEGMENT_COLORS; k++)
+        atomic_store_explicit(&heap->own_segments[k], OWN_SEGMENT_NONE, memory_order_relaxed);
     heap->dirty_slices = 0;
     while (segment != NULL) {
         struct segment *next = segment->next;

@@ -737,6 +737,52 @@ static void test_heap_check_names(void)
     strata_free(held);
 }
 
+/* The heap's own segments (heap.h): an owner's free names its block's
+ * segment there, so that the next frees into it take the inline path
+ * without the segment map; a segment that leaves the heap leaves them; the
+ * checker reports an entry that names no segment of the heap. */
+static void test_own_segments(void)
+{
+    struct heap *heap = own_heap();
+    enum { BIG_BLOCKS = 96 }; /* 6 MiB of 64 KiB blocks: more than one segment */
+    static void *big[BIG_BLOCKS];
+    for (int i = 0; i < BIG_BLOCKS; i++)
+        big[i] = strata_malloc(64 * 1024);
+    uintptr_t first = (uintptr_t)big[0] & ~(uintptr_t)SEGMENT_MASK;
+    uintptr_t last = (uintptr_t)big[BIG_BLOCKS - 1] & ~(uintptr_t)SEGMENT_MASK;
+    CHECK(first != last);
+    for (int i = 0; i < BIG_BLOCKS; i++) {
+        strata_free(big[i]);
+        CHECK(heap_owns_segment_of(heap, big[i]));
+    }
+    CHECK_SOUND(heap_check(heap));
+    /* Pointers outside the heap's segments are never its own. */
+    static char outside[64];
+    CHECK(!heap_owns_segment_of(heap, NULL));
+    CHECK(!heap_owns_segment_of(heap, outside));
+    /* Trimmed, the emptied segments go (all but one, which the heap keeps):
+     * their entries with them. */
+    strata_trim();
+    size_t kept = 0;
+    for (const struct segment *s = heap->segments; s != NULL; s = s->next)
+        kept++;
+    size_t named = 0;
+    for (unsigned k = 0; k < SEGMENT_COLORS; k++)
+        named += atomic_load_explicit(&heap->own_segments[k], memory_order_relaxed) != OWN_SEGMENT_NONE;
+    CHECK_CMP(named, <=, kept);
+    CHECK(!heap_owns_segment_of(heap, big[0]) || !heap_owns_segment_of(heap, big[BIG_BLOCKS - 1]));
+    CHECK_SOUND(heap_check(heap));
+    /* An entry naming a region the heap does not own is a broken heap. */
+    unsigned colour = ((uint32_t)(uintptr_t)outside >> SEGMENT_SHIFT) & (SEGMENT_COLORS - 1);
+    uintptr_t saved = atomic_load_explicit(&heap->own_segments[colour], memory_order_relaxed);
+    atomic_store_explicit(&heap->own_segments[colour], (uintptr_t)outside & ~(uintptr_t)SEGMENT_MASK,
+                          memory_order_relaxed);
+    const char *broken = heap_check(heap);
+    CHECK(broken != NULL && strstr(broken, "own segment") != NULL);
+    atomic_store_explicit(&heap->own_segments[colour], saved, memory_order_relaxed);
+    CHECK_SOUND(heap_check(heap));
+}
+
 /* A bin whose list loops where a flush cuts it: the flush reports the
  * double free. */
 static void test_loop_at_flush(void)
@@ -785,6 +831,7 @@ static const struct check_test tests[] = {
     {"foreign_block_in_bin", test_foreign_block_in_bin},
     {"refill_from_idle_heap", test_refill_from_idle_heap},
     {"heap_check_names", test_heap_check_names},
+    {"own_segments", test_own_segments},
     {"adaptive_bins", test_adaptive_bins},
     {"medium_blocks", test_medium_blocks},
     {"loop_at_flush", test_loop_at_flush},
