@@ -45,11 +45,14 @@ static STRATA_ALWAYS_INLINE void *bin_try_pop(size_t size)
     return STRATA_SECURE_BUILD ? NULL : bin_pop(small_class(size));
 }
 
-/* The default flavour's allocation. Checks: the size is at most
- * SMALL_MAX (the commonest, up to DIRECT_MAX, told apart first with one
- * compare, so that the class lookup takes no second branch); bin_pop's.
- * Anything else is alloc_slow's. */
-static STRATA_ALWAYS_INLINE void *alloc_fast(size_t size)
+/* A block of `size` from the thread's bin, or NULL when the size is above
+ * SMALL_MAX or the bin is empty (always NULL in the secure flavour, whose
+ * blocks come from secure_malloc); never calls out, so that a caller with
+ * a slow path of its own (operator new's) tail-calls it. Checks: the size
+ * is at most SMALL_MAX (the commonest, up to DIRECT_MAX, told apart first
+ * with one compare, so that the class lookup takes no second branch);
+ * bin_pop's. */
+static STRATA_ALWAYS_INLINE void *alloc_pop(size_t size)
 {
     unsigned class_index;
     if (likely(size <= DIRECT_MAX))
@@ -57,8 +60,15 @@ static STRATA_ALWAYS_INLINE void *alloc_fast(size_t size)
     else if (likely(size <= SMALL_MAX))
         class_index = small_class(size);
     else
-        return alloc_slow(size);
-    void *block = STRATA_SECURE_BUILD ? NULL : bin_pop(class_index);
+        return NULL;
+    return STRATA_SECURE_BUILD ? NULL : bin_pop(class_index);
+}
+
+/* The default flavour's allocation. Checks: alloc_pop's. Anything else is
+ * alloc_slow's. */
+static STRATA_ALWAYS_INLINE void *alloc_fast(size_t size)
+{
+    void *block = alloc_pop(size);
     if (likely(block != NULL))
         return block;
     return alloc_slow(size);

@@ -155,11 +155,22 @@ static inline size_t array_size(size_t size)
                : size;
 }
 
+/* An allocation past the thread's bin (its class's bin empty, a size above
+ * SMALL_MAX, or the secure flavour's), then the failure path: out of line,
+ * so that the forms below pop their bin inline and tail-call it, with no
+ * stack frame of their own. `request` is the program's size, `size` the
+ * one allocated (an array's, rounded up). */
+static STRATA_NOINLINE void *new_past_bin(size_t size, const char *mangled, size_t request)
+{
+    void *p = STRATA_SECURE_BUILD ? secure_malloc(size) : alloc_slow(size);
+    return likely(p != NULL) ? p : failed(mangled, request);
+}
+
 /* ---- the definitions ---------------------------------------------------- */
 static void *basic_new(size_t size)
 {
-    void *p = alloc_inline(size);
-    return likely(p != NULL) ? p : failed("_Znwm", size);
+    void *p = alloc_pop(size);
+    return likely(p != NULL) ? p : new_past_bin(size, "_Znwm", size);
 }
 
 static void basic_delete(void *ptr) { free_inline(ptr); }
@@ -179,8 +190,8 @@ void *cxx_new_array(size_t size)
 {
     if (unlikely(basics_replaced()))
         return cxx_new(size);
-    void *p = alloc_inline(array_size(size));
-    return likely(p != NULL) ? p : failed("_Znam", size);
+    void *p = alloc_pop(array_size(size));
+    return likely(p != NULL) ? p : new_past_bin(array_size(size), "_Znam", size);
 }
 
 WEAK_EXPORT void *cxx_new_nothrow(size_t size, const void *tag) CXX("_ZnwmRKSt9nothrow_t");
@@ -230,31 +241,44 @@ void *cxx_new_array_aligned_nothrow(size_t size, size_t alignment, const void *t
     return likely(p != NULL) ? p : failed_aligned_nothrow("_ZnamSt11align_val_tRKSt9nothrow_t", size, alignment, tag);
 }
 
+/* A delete while the basic forms' binding is not yet settled, or after the
+ * program replaced one: the basic form it stands for (the replacement), or
+ * strata's free. Out of line, so that the forms below test one byte and
+ * free inline with no stack frame of their own. `alignment` 0: a form
+ * without one. */
+static STRATA_NOINLINE void delete_unsettled(void *ptr, size_t alignment)
+{
+    if (!basics_replaced())
+        free_inline(ptr);
+    else if (alignment == 0)
+        cxx_delete(ptr);
+    else
+        cxx_delete_aligned(ptr, alignment);
+}
+
 /* Every other delete is free, or the program's replacement: strata finds
  * the block's size and alignment from the pointer, so the sized and aligned
  * forms' extra arguments are unused. */
-#define DEFINE_DELETE(name, mangled, basic, ...)                                \
+#define DEFINE_DELETE(name, mangled, alignment_or_0, ...)                       \
     WEAK_EXPORT void name(void *ptr, ##__VA_ARGS__) CXX(mangled);               \
     void name(void *ptr, ##__VA_ARGS__)                                         \
     {                                                                           \
-        if (unlikely(basics_replaced()))                                        \
-            basic;                                                              \
+        if (unlikely(atomic_load_explicit(&basics_state, memory_order_relaxed) != BASICS_OURS)) \
+            delete_unsettled(ptr, alignment_or_0);                              \
         else                                                                    \
             free_inline(ptr);                                                   \
     }
 
-DEFINE_DELETE(cxx_delete_array, "_ZdaPv", cxx_delete(ptr))
-DEFINE_DELETE(cxx_delete_sized, "_ZdlPvm", cxx_delete(ptr), size_t size UNUSED)
-DEFINE_DELETE(cxx_delete_array_sized, "_ZdaPvm", cxx_delete(ptr), size_t size UNUSED)
-DEFINE_DELETE(cxx_delete_nothrow, "_ZdlPvRKSt9nothrow_t", cxx_delete(ptr), const void *tag UNUSED)
-DEFINE_DELETE(cxx_delete_array_nothrow, "_ZdaPvRKSt9nothrow_t", cxx_delete(ptr), const void *tag UNUSED)
-DEFINE_DELETE(cxx_delete_array_aligned, "_ZdaPvSt11align_val_t", cxx_delete_aligned(ptr, alignment),
+DEFINE_DELETE(cxx_delete_array, "_ZdaPv", 0)
+DEFINE_DELETE(cxx_delete_sized, "_ZdlPvm", 0, size_t size UNUSED)
+DEFINE_DELETE(cxx_delete_array_sized, "_ZdaPvm", 0, size_t size UNUSED)
+DEFINE_DELETE(cxx_delete_nothrow, "_ZdlPvRKSt9nothrow_t", 0, const void *tag UNUSED)
+DEFINE_DELETE(cxx_delete_array_nothrow, "_ZdaPvRKSt9nothrow_t", 0, const void *tag UNUSED)
+DEFINE_DELETE(cxx_delete_array_aligned, "_ZdaPvSt11align_val_t", alignment, size_t alignment)
+DEFINE_DELETE(cxx_delete_sized_aligned, "_ZdlPvmSt11align_val_t", alignment, size_t size UNUSED, size_t alignment)
+DEFINE_DELETE(cxx_delete_array_sized_aligned, "_ZdaPvmSt11align_val_t", alignment, size_t size UNUSED,
               size_t alignment)
-DEFINE_DELETE(cxx_delete_sized_aligned, "_ZdlPvmSt11align_val_t", cxx_delete_aligned(ptr, alignment),
-              size_t size UNUSED, size_t alignment)
-DEFINE_DELETE(cxx_delete_array_sized_aligned, "_ZdaPvmSt11align_val_t", cxx_delete_aligned(ptr, alignment),
-              size_t size UNUSED, size_t alignment)
-DEFINE_DELETE(cxx_delete_aligned_nothrow, "_ZdlPvSt11align_val_tRKSt9nothrow_t",
-              cxx_delete_aligned(ptr, alignment), size_t alignment, const void *tag UNUSED)
-DEFINE_DELETE(cxx_delete_array_aligned_nothrow, "_ZdaPvSt11align_val_tRKSt9nothrow_t",
-              cxx_delete_aligned(ptr, alignment), size_t alignment, const void *tag UNUSED)
+DEFINE_DELETE(cxx_delete_aligned_nothrow, "_ZdlPvSt11align_val_tRKSt9nothrow_t", alignment, size_t alignment,
+              const void *tag UNUSED)
+DEFINE_DELETE(cxx_delete_array_aligned_nothrow, "_ZdaPvSt11align_val_tRKSt9nothrow_t", alignment, size_t alignment,
+              const void *tag UNUSED)
