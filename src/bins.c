@@ -151,7 +151,10 @@ static bool current_with_free(struct heap *heap, unsigned class_index, void **ta
     struct page *page = heap->current[class_index];
     if (page->free != NULL || page_extend(page))
         return true;
-    if (atomic_load_explicit(&heap->remote, memory_order_relaxed) != NULL) {
+    /* The remote lists only when no page of the class has a free block:
+     * taken at every spent current page, each page's list held two blocks
+     * on the cross-thread pairs (docs/design.md). */
+    if (heap->available[class_index] == NULL && atomic_load_explicit(&heap->remote, memory_order_relaxed) != NULL) {
         heap_collect_remote(heap); /* may empty the page, which starts again */
         if (page->free != NULL || page_extend(page))
             return true;

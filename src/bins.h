@@ -149,8 +149,9 @@ const char *bins_check(const struct heap *heap);
  * with one compare-and-swap of the page's word (the newest block and the
  * count); the free that finds the list empty also pushes the page onto the
  * heap's stack, a second compare-and-swap. The owner takes the stack when a
- * refill finds its current page empty, and as its thread starts, exits or
- * trims, and each page's list whole: its count off the page's used blocks,
+ * refill finds its current page empty and no other page of the class with
+ * a free block, and as its thread starts, exits or trims, and each page's
+ * list whole: its count off the page's used blocks,
  * the list spliced onto the page's free list by its oldest block, with no
  * walk of the blocks between; the purger takes an idle owner's. */
 /* The remote lists' blocks go back to their pages (heap lock held: the

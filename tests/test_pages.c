@@ -526,6 +526,59 @@ static void test_remote_free(void)
     CHECK_SOUND(heap_check(heap));
 }
 
+/* A refill whose current page is spent takes the class's available page
+ * before the remote lists: they are taken only when no page of the class
+ * has a free block (so that each page's list is taken with more blocks on
+ * it), and then before any new page. */
+static void test_refill_prefers_available(void)
+{
+    struct heap *heap = own_heap();
+    unsigned c3000 = size_class(3000);
+    struct bin *bin = &heap->bins[c3000];
+    size_t n = 0;
+    /* Three pages or more, the bin empty, the current page spent. */
+    while (n < COUNT && (n < 63 || bin->count > 0 || heap->current[c3000]->free != NULL ||
+                         heap->current[c3000]->capacity < heap->current[c3000]->reserved))
+        blocks[n++] = strata_malloc(3000);
+    CHECK(bin->count == 0 && heap->current[c3000]->free == NULL);
+    /* One block of an older page goes back to it: that page is available. */
+    void *local = blocks[0];
+    struct page *available = page_of(segment_of(local), local);
+    CHECK(available != heap->current[c3000]);
+    void *remote = NULL;
+    for (size_t i = 1; i < n && remote == NULL; i++)
+        if (page_of(segment_of(blocks[i]), blocks[i]) != available)
+            remote = blocks[i];
+    CHECK(remote != NULL);
+    struct page *remote_page = page_of(segment_of(remote), remote);
+    os_lock_take(&heap->lock);
+    page_free_block(heap, available, local);
+    counters_bytes_out(-(long)available->block_size);
+    /* Another page's block freed by another thread, onto the stack (the
+     * heap's lock keeps the purger off it meanwhile). */
+    pthread_t thread;
+    pthread_create(&thread, NULL, free_elsewhere, remote);
+    pthread_join(thread, NULL);
+    CHECK_CMP(heap->available[c3000], ==, available);
+    CHECK_CMP(atomic_load(&heap->remote), ==, remote_page);
+    os_lock_give(&heap->lock);
+    void *first = heap_bin_refill(heap, c3000);
+    CHECK_CMP(first, ==, local);
+    CHECK_CMP(atomic_load(&heap->remote), ==, remote_page); /* left for a later refill */
+    /* No page of the class with a free block now: the next refill takes
+     * the stack. */
+    CHECK(bin->count == 0 && heap->available[c3000] == NULL);
+    void *second = heap_bin_refill(heap, c3000);
+    CHECK(atomic_load(&heap->remote) == NULL);
+    CHECK(second != NULL);
+    strata_free(first);
+    strata_free(second);
+    for (size_t i = 1; i < n; i++)
+        if (blocks[i] != remote)
+            strata_free(blocks[i]);
+    CHECK_SOUND(heap_check(heap));
+}
+
 struct remote_batch {
     void **blocks;
     size_t count;
@@ -828,6 +881,7 @@ static const struct check_test tests[] = {
     {"no_mapping_in_loop", test_no_mapping_in_loop},
     {"remote_free", test_remote_free},
     {"remote_pages", test_remote_pages},
+    {"refill_prefers_available", test_refill_prefers_available},
     {"foreign_block_in_bin", test_foreign_block_in_bin},
     {"refill_from_idle_heap", test_refill_from_idle_heap},
     {"heap_check_names", test_heap_check_names},
