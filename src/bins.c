@@ -42,8 +42,7 @@ void bins_init(struct heap *heap)
         heap->bin_flushes[c] = 0;
         heap->bin_drained_limit[c] = 0;
     }
-    for (unsigned k = 0; k < SEGMENT_COLORS; k++)
-        atomic_store_explicit(&heap->own_segments[k], OWN_SEGMENT_NONE, memory_order_relaxed);
+    heap_own_segments_clear(heap);
     heap->bin_growth = 0;
     heap->bin_events = 0;
     heap->bins_aged_at = os_now_ns();

@@ -58,8 +58,7 @@ static STRATA_ALWAYS_INLINE bool bin_push(struct bin *bin, struct block *block)
 static STRATA_ALWAYS_INLINE bool heap_owns_segment_of(const struct heap *heap, const void *p)
 {
     uintptr_t base = (uintptr_t)p & ~(uintptr_t)SEGMENT_MASK;
-    unsigned colour = ((uint32_t)(uintptr_t)p >> SEGMENT_SHIFT) & (SEGMENT_COLORS - 1);
-    return atomic_load_explicit(&heap->own_segments[colour], memory_order_relaxed) == base;
+    return atomic_load_explicit(&heap->own_segments[segment_colour((uintptr_t)p)], memory_order_relaxed) == base;
 }
 
 /* A block of one of the calling heap's own segments into its bin: the bin,
@@ -97,8 +96,7 @@ static STRATA_ALWAYS_INLINE struct bin *bin_push_own(struct heap *heap, void *p,
     uintptr_t owner = atomic_load_explicit(&segment->owner, memory_order_relaxed);
     if (likely(owner == (uintptr_t)heap)) {
         uintptr_t base = (uintptr_t)p & ~(uintptr_t)SEGMENT_MASK;
-        unsigned colour = ((uint32_t)(uintptr_t)p >> SEGMENT_SHIFT) & (SEGMENT_COLORS - 1);
-        atomic_store_explicit(&heap->own_segments[colour], base, memory_order_relaxed);
+        atomic_store_explicit(&heap->own_segments[segment_colour((uintptr_t)p)], base, memory_order_relaxed);
         return bin_push_in_segment(heap, segment, p, full);
     }
     return NULL;

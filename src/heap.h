@@ -133,6 +133,14 @@ struct heap {
     struct os_lock lock;
 };
 
+/* Every entry of the heap's own segments names none (a heap made, or given
+ * up). */
+static inline void heap_own_segments_clear(struct heap *heap)
+{
+    for (unsigned k = 0; k < SEGMENT_COLORS; k++)
+        atomic_store_explicit(&heap->own_segments[k], OWN_SEGMENT_NONE, memory_order_relaxed);
+}
+
 /* The calling thread's heap, or &heap_empty before its first allocation
  * (heap.c). */
 extern STRATA_INTERNAL struct heap heap_empty;

@@ -57,7 +57,7 @@ const char *heap_check_locked(const struct heap *heap)
         const struct segment *s = heap->segments;
         while (s != NULL && (uintptr_t)segment_base(s) != base)
             s = s->next;
-        if (s == NULL || ((base >> SEGMENT_SHIFT) & (SEGMENT_COLORS - 1)) != k)
+        if (s == NULL || segment_colour(base) != k)
             return heap_broken("heap %p: own segment entry %u names %p, not one of its segments of that colour",
                                (const void *)heap, k, (const void *)base);
     }

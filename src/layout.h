@@ -306,11 +306,17 @@ static inline uint32_t segment_map_index(uintptr_t address)
 _Static_assert(SEGMENT_GUARD_BYTES + (SEGMENT_COLORS - 1) * SEGMENT_COLOR_STRIDE + sizeof(struct segment) <= SLICE_SIZE,
                "every colour's header fits in slice 0, after the guard page");
 
-/* The colour's bits are below bit 32: taken from an address's low half, as
- * the segment map's index is, so the inline free shifts once for both. */
+/* The colour of the segment holding `address`. Its bits are below bit 32:
+ * taken from an address's low half, as the segment map's index is, so the
+ * inline free shifts once for both. */
+static inline unsigned segment_colour(uintptr_t address)
+{
+    return ((uint32_t)address >> SEGMENT_SHIFT) & (SEGMENT_COLORS - 1);
+}
+
 static inline uintptr_t segment_header_offset(uintptr_t address)
 {
-    return SEGMENT_HEADER_BASE + (((uint32_t)address >> SEGMENT_SHIFT) & (SEGMENT_COLORS - 1)) * SEGMENT_COLOR_STRIDE;
+    return SEGMENT_HEADER_BASE + segment_colour(address) * SEGMENT_COLOR_STRIDE;
 }
 _Static_assert(SEGMENT_SHIFT + 4 <= 32 && SEGMENT_COLORS <= 16, "the colour is in an address's low half");
 

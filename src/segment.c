@@ -497,7 +497,7 @@ void page_release(struct heap *heap, struct page *page)
 static void own_segment_forget(struct heap *heap, struct segment *segment)
 {
     uintptr_t base = (uintptr_t)segment_base(segment);
-    _Atomic uintptr_t *entry = &heap->own_segments[(base >> SEGMENT_SHIFT) & (SEGMENT_COLORS - 1)];
+    _Atomic uintptr_t *entry = &heap->own_segments[segment_colour(base)];
     if (atomic_load_explicit(entry, memory_order_relaxed) == base)
         atomic_store_explicit(entry, OWN_SEGMENT_NONE, memory_order_relaxed);
 }
@@ -529,8 +529,7 @@ void heap_segments_abandon(struct heap *heap)
 {
     struct segment *segment = heap->segments;
     heap->segments = NULL;
-    for (unsigned k = 0; k < SEGMENT_COLORS; k++)
-        atomic_store_explicit(&heap->own_segments[k], OWN_SEGMENT_NONE, memory_order_relaxed);
+    heap_own_segments_clear(heap);
     heap->dirty_slices = 0;
     while (segment != NULL) {
         struct segment *next = segment->next;

@@ -826,7 +826,7 @@ static void test_own_segments(void)
     CHECK(!heap_owns_segment_of(heap, big[0]) || !heap_owns_segment_of(heap, big[BIG_BLOCKS - 1]));
     CHECK_SOUND(heap_check(heap));
     /* An entry naming a region the heap does not own is a broken heap. */
-    unsigned colour = ((uint32_t)(uintptr_t)outside >> SEGMENT_SHIFT) & (SEGMENT_COLORS - 1);
+    unsigned colour = segment_colour((uintptr_t)outside);
     uintptr_t saved = atomic_load_explicit(&heap->own_segments[colour], memory_order_relaxed);
     atomic_store_explicit(&heap->own_segments[colour], (uintptr_t)outside & ~(uintptr_t)SEGMENT_MASK,
                           memory_order_relaxed);
