@@ -86,7 +86,9 @@ void *strata_aligned_alloc(size_t alignment, size_t size);
 int strata_posix_memalign(void **out, size_t alignment, size_t size);
 
 /* Returns the number of bytes usable in the block at `ptr` (at least the size
- * asked for), 0 for NULL or for a pointer strata did not allocate. */
+ * asked for), 0 for NULL or for a pointer strata did not allocate. The
+ * secure flavour (libstrata-secure) stops the program instead, with a
+ * report, for a pointer strata did not hand out or a freed block. */
 size_t strata_usable_size(const void *ptr);
 
 /* ---- Memory back to the OS, statistics ---------------------------------

@@ -170,8 +170,7 @@ void secure_free(void *p)
     purger_start_if_wanted(); /* the frees it made may have filled the pages' free slices */
 }
 
-/* Whether p starts a small block of a page in use, asked without a report
- * (the usable size of anything else is 0, as in the default flavour). */
+/* Whether p starts a small block of a page in use. */
 static bool starts_small_block(const void *p)
 {
     const struct segment *segment = segment_of(p);
@@ -182,6 +181,8 @@ static bool starts_small_block(const void *p)
     return slice_block_start(slice, &segment->pages[slice->page_slice], in_page);
 }
 
+/* The usable size of a live block; anything else is misuse, reported as a
+ * free of it would be (the default flavour answers 0 instead). */
 size_t secure_usable_size(const void *p)
 {
     if (p == NULL)
@@ -189,13 +190,17 @@ size_t secure_usable_size(const void *p)
     struct block_keys keys = keys_of(p);
     if (!is_segment_pointer(p)) {
         size_t slot = large_usable_size(p);
-        return slot == 0 ? 0 : large_tail_check(p, slot, &keys);
+        if (slot == 0)
+            report_fatal("malloc_usable_size of a pointer strata did not allocate", p);
+        return large_tail_check(p, slot, &keys);
     }
     if (!starts_small_block(p))
-        return 0;
+        report_fatal("malloc_usable_size of a pointer that is not the start of a block", p);
     size_t slot = page_of(segment_of(p), p)->block_size;
     unsigned state = *block_state(p, slot);
-    return state == 0 ? 0 : small_live_end(p, state, slot, &keys);
+    if (state == 0)
+        report_fatal("malloc_usable_size of a free block (a use after free)", p);
+    return small_live_end(p, state, slot, &keys);
 }
 
 /* A live block now holds `size` bytes: its tail (and state) say so. */
