@@ -14,7 +14,7 @@
  *   0 os: os.c
  *   1 base: report.c options.c sizeclass.c counters.c instrument.c
  *   2 segments and pages: purge.c segment.c
- *   3 large blocks and thread heaps: large.c heap.c purge_policy.c pages.c bins.c heap_check.c lifecycle.c
+ *   3 large blocks and thread heaps: large.c zero_size.c heap.c purge_policy.c pages.c bins.c heap_check.c lifecycle.c
  *   4 free paths: free.c
  *   5 statistics: stats.c
  *   6 start-up and fork: init.c
@@ -30,7 +30,8 @@
  *   3. the segment cache lock (segment.c)
  *   4. the abandoned lock (segment.c): the abandoned segments and their pages
  *   5. the large lock (large.c): the registry and the mapping cache
- * No system call runs under locks 1, 3, 4 or 5, which every thread may
+ *   6. the zero-size lock (zero_size.c): which of its slots are handed out
+ * No system call runs under locks 1, 3, 4, 5 or 6, which every thread may
  * want: a thread maps, remaps, purges and unmaps only under its own heap's
  * lock, or under none. */
 #ifndef STRATA_CORE_H

@@ -10,6 +10,7 @@
 
 #include "bins.h"
 #include "init.h"
+#include "zero_size.h"
 
 static struct once init_once;
 static STRATA_TLS bool init_running_here;
@@ -19,10 +20,12 @@ static void fork_prepare(void)
     heap_lock_all();
     segment_lock_all();
     large_lock_all();
+    zero_size_lock_all();
 }
 
 static void fork_parent(void)
 {
+    zero_size_unlock_all();
     large_unlock_all();
     segment_unlock_all();
     heap_unlock_all();
@@ -51,6 +54,7 @@ static void fork_child(void)
     heap_fork_child();
     segment_fork_child();
     large_fork_child();
+    zero_size_fork_child();
 }
 
 /* A thread with a heap exits: a parked heap needs the purger, which may be

@@ -24,6 +24,7 @@
 #include "core.h"
 #include "init.h"
 #include "secure.h"
+#include "zero_size.h"
 
 /* The largest size a small block holds with its tail. */
 #define SECURE_SMALL_LIMIT (SMALL_MAX - SECURE_TAIL_SMALL)
@@ -74,11 +75,18 @@ static void *block_with_room(size_t size, size_t room)
 
 void *secure_malloc(size_t size)
 {
+    if (unlikely(size == 0)) {
+        void *p = zero_size_alloc();
+        if (p != NULL)
+            return p;
+    }
     return block_with_room(size, 0);
 }
 
 void *secure_calloc(size_t total)
 {
+    if (total == 0)
+        return secure_malloc(0);
     if (total > SECURE_SMALL_LIMIT)
         return large_block(total, 0, 0, true);
     void *p = block_with_room(total, 0);
@@ -89,7 +97,7 @@ void *secure_calloc(size_t total)
 
 void *secure_aligned_alloc(size_t alignment, size_t size)
 {
-    if (alignment <= 16)
+    if (alignment <= ZERO_SIZE_SLOT)
         return secure_malloc(size);
     size_t want = size + SECURE_TAIL_SMALL;
     if (size > SECURE_SMALL_LIMIT || alignment > SLICE_SIZE)
@@ -144,6 +152,10 @@ void secure_free(void *p)
 {
     if (p == NULL)
         return;
+    if (unlikely(zero_size_holds(p))) {
+        zero_size_free(p);
+        return;
+    }
     if (unlikely(!is_segment_pointer(p))) {
         bool large;
         size_t slot;
@@ -187,6 +199,10 @@ size_t secure_usable_size(const void *p)
 {
     if (p == NULL)
         return 0;
+    if (zero_size_holds(p)) {
+        zero_size_check_live(p);
+        return 0;
+    }
     struct block_keys keys = keys_of(p);
     if (!is_segment_pointer(p)) {
         size_t slot = large_usable_size(p);
@@ -224,6 +240,13 @@ void *secure_realloc(void *p, size_t size)
     if (size == 0) {
         secure_free(p);
         return NULL;
+    }
+    if (zero_size_holds(p)) { /* nothing to copy */
+        zero_size_check_live(p);
+        void *fresh = secure_malloc(size);
+        if (fresh != NULL)
+            zero_size_free(p);
+        return fresh;
     }
     bool large;
     size_t slot;

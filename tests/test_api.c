@@ -307,6 +307,46 @@ static void test_aligned(void)
     CHECK_CMP(errno, ==, 1234);
 }
 
+static int address_order(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t) * (void *const *)a, y = (uintptr_t) * (void *const *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Blocks of size 0: each a pointer of its own, freed and reused like any
+ * other; in the secure flavour slots of an inaccessible region (a touch
+ * faults: test_security.sh's zero-size-* kinds), usable size 0. */
+static void test_zero_size(void)
+{
+    enum { COUNT = 100000 };
+    void **blocks = strata_malloc(COUNT * sizeof *blocks);
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < COUNT; i++)
+            blocks[i] = i % 3 == 0 ? strata_calloc(0, 8) : strata_malloc(0);
+        qsort(blocks, COUNT, sizeof *blocks, address_order);
+        int distinct = 1, aligned = 1;
+        for (int i = 0; i < COUNT; i++) {
+            distinct &= i == 0 || blocks[i] != blocks[i - 1];
+            aligned &= blocks[i] != NULL && (uintptr_t)blocks[i] % 16 == 0;
+        }
+        CHECK(distinct);
+        CHECK(aligned);
+        CHECK_CMP(strata_usable_size(blocks[0]), ==, TEST_SECURE ? 0u : 16u);
+        for (int i = 0; i < COUNT; i++)
+            strata_free(blocks[i]);
+    }
+    strata_free(blocks);
+    /* Grown by realloc into a block that holds bytes. */
+    char *p = strata_realloc(strata_malloc(0), 100);
+    CHECK(p != NULL);
+    memset(p, 7, 100);
+    CHECK_CMP(strata_usable_size(p), >=, 100);
+    strata_free(p);
+    void *q = strata_aligned_alloc(16, 0);
+    CHECK(q != NULL);
+    strata_free(q);
+}
+
 static void test_usable_size(void)
 {
     CHECK_CMP(strata_usable_size(NULL), ==, 0);
@@ -361,6 +401,7 @@ static const struct check_test tests[] = {
     {"large_cache_sizes", test_large_cache_sizes},
     {"aligned", test_aligned},
     {"usable_size", test_usable_size},
+    {"zero_size", test_zero_size},
 };
 
 int main(int argc, char **argv)

@@ -87,6 +87,17 @@ static int double_free(void)
     return 0;
 }
 
+/* malloc(0)'s block freed twice: a 16-byte block in the default flavour, a
+ * slot of the inaccessible region in the secure one (zero_size.c). */
+static int zero_size_double(void)
+{
+    char *p = m_malloc(0);
+    say_address(p);
+    m_free(p);
+    m_free(p);
+    return 0;
+}
+
 /* Freed again behind another free, and the program goes on: the allocation
  * that would hand the block out twice stops it. */
 static int double_free_later(void)
@@ -413,6 +424,7 @@ static const struct misuse misuses[] = {
     {{"double-free-remote-twice", double_free_remote_twice}, "a block freed twice by another thread", "double free"},
     {{"double-free-cached", double_free_cached}, "a block freed twice by another thread that allocates too, the program allocating on", "double free"},
     {{"double-free-cached-last", double_free_cached_last}, "a block freed twice in a row by another thread that allocates too", "double free"},
+    {{"zero-size-double", zero_size_double}, "`malloc(0)`'s block freed twice", "double free"},
     {{"medium-double", medium_double}, "a medium block (1 MiB) freed twice", "double free"},
     {{"large-double", large_double}, "a large block (8 MiB) freed twice", "double free"},
     {{"misaligned", misaligned}, "`free(p + 1)`", "not the start of a block"},
