@@ -103,7 +103,8 @@ static inline size_t extent_of(size_t payload)
 
 static _Noreturn void ctx_bad(const struct ctx *c, const void *p)
 {
-    if (c->magic == CTX_FREED)
+    /* The secure flavour zeroes a block at its free, the mark with it. */
+    if (c->magic == CTX_FREED || (STRATA_SECURE_BUILD && secure_block_is_free(c)))
         report_fatal("context used after it was freed (double free?)", p);
     report_fatal("pointer is not a strata context", p);
 }

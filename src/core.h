@@ -151,11 +151,11 @@ void large_fork_child(void);
  * free_slow. (free_segment_slow takes a segment's blocks, other threads'
  * ones, checked mode's and medium ones, to heap_free_block itself.) */
 void free_any(void *p);
-/* The secure flavour: a validated block of `slot` bytes and usable end
- * `end`, keyed, that the thread (heap) freed waits in its quarantine, and the oldest blocks leave
+/* The secure flavour: a validated block of `slot` bytes, zeroed, that the
+ * thread (heap) freed waits in its quarantine, and the oldest blocks leave
  * it for real frees (checked first) once it holds too many; at once when
  * the thread has no heap. */
-void quarantine_put(struct heap *heap, void *p, size_t slot, size_t end);
+void quarantine_put(struct heap *heap, void *p, size_t slot);
 /* The page of a pointer into a segment that is the start of one of its
  * blocks; anything else is reported. */
 struct page *free_segment_page(void *p);

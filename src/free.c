@@ -47,20 +47,15 @@ void free_any(void *p)
 }
 
 /* ---- the secure flavour's quarantine -------------------------------------- */
-/* A block leaves the quarantine: its keys and its canary (unless its free
- * checked it) must be intact, where a write after free or past its end
- * changed them; words 2..7 of its first line are keyed for its next
- * hand-out's check; then it goes where any free of it would. */
-static void quarantine_release(void *p, size_t slot, size_t end)
+/* A block leaves the quarantine: the first line its free zeroed must still
+ * be zero (a write after free there is reported; the rest of the slot is
+ * checked at its next hand-out), before a free list writes into it; then
+ * it goes where any free of it would. */
+static void quarantine_release(void *p, size_t slot)
 {
-    struct block_keys keys = keys_of(p);
-    size_t keyed = freed_key_words(end, slot);
-    if (secure_has(SECURE_FILL) && unlikely(!fill_intact(p, keys.fill, 0, keyed)))
+    size_t line = slot < SECURE_FIRST_LINE ? slot : SECURE_FIRST_LINE;
+    if (secure_has(SECURE_ZERO) && unlikely(!zero_intact(p, 0, line & ~(size_t)7)))
         report_fatal("write after free (a freed block changed while it waited in the quarantine)", p);
-    if (!canary_checked_at_free(end))
-        canary_check(p, end, &keys);
-    if (secure_has(SECURE_FILL))
-        fill_block(p, keys.fill, keyed > 2 ? keyed : 2, fill_words(slot));
     heap_free_validated(p);
 }
 
@@ -70,16 +65,16 @@ static void quarantine_release_oldest(struct quarantine *q)
     q->head = (q->head + 1) & (QUARANTINE_SLOTS - 1);
     counter_set(&q->count, q->count - 1);
     __atomic_store_n(&q->bytes, q->bytes - q->slot[at], __ATOMIC_RELAXED);
-    quarantine_release(q->block[at], q->slot[at], q->slot[at] - q->slack[at]);
+    quarantine_release(q->block[at], q->slot[at]);
 }
 
-void quarantine_put(struct heap *heap, void *p, size_t slot, size_t end)
+void quarantine_put(struct heap *heap, void *p, size_t slot)
 {
     struct quarantine *q = &heap->quarantine;
     size_t max_blocks = (size_t)strata_options.quarantine_blocks;
     size_t max_bytes = (size_t)strata_options.quarantine_kb << 10;
     if (!secure_has(SECURE_QUARANTINE) || heap == &heap_empty || max_blocks == 0 || slot > max_bytes) {
-        quarantine_release(p, slot, end);
+        quarantine_release(p, slot);
         return;
     }
     while (q->count >= max_blocks || q->bytes + slot > max_bytes)
@@ -87,7 +82,6 @@ void quarantine_put(struct heap *heap, void *p, size_t slot, size_t end)
     uint32_t at = (q->head + q->count) & (QUARANTINE_SLOTS - 1);
     q->block[at] = p;
     q->slot[at] = (uint32_t)slot;
-    q->slack[at] = (uint16_t)(slot - end);
     counter_set(&q->count, q->count + 1);
     __atomic_store_n(&q->bytes, q->bytes + slot, __ATOMIC_RELAXED);
 }

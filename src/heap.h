@@ -46,12 +46,9 @@ struct bin {
 };
 
 /* The secure flavour's quarantine (free.c): blocks the thread freed, oldest
- * first from `head`, each with its slot and the slack after its usable end
- * (where its canary is, block_guards.h: less than 64 KiB, as a block's state
- * records), freed for real once more than
- * STRATA_QUARANTINE_BLOCKS or STRATA_QUARANTINE_KB wait. Every block in it
- * is keyed (the words of its first line block_guards.h's freed_key_words names)
- * and counted as used in its page.
+ * first from `head`, each with its slot's size, freed for real once more
+ * than STRATA_QUARANTINE_BLOCKS or STRATA_QUARANTINE_KB wait. Every block
+ * in it is zero (block_guards.h) and counted as used in its page.
  * `count` and `bytes` are read by statistics from other threads. One slot
  * in the default flavour, never used. */
 #define QUARANTINE_SLOTS (secure_has(SECURE_QUARANTINE) ? QUARANTINE_MAX_BLOCKS : 1)
@@ -60,7 +57,6 @@ struct quarantine {
     size_t bytes;
     void *block[QUARANTINE_SLOTS];
     uint32_t slot[QUARANTINE_SLOTS];
-    uint16_t slack[QUARANTINE_SLOTS];
 };
 
 /* What a bin did: its last refill or flush, whether it did either since

@@ -254,7 +254,7 @@ void config_init(void)
     os_set_limit((size_t)strata_options.limit_mb << 20);
     block_secret.link = (uintptr_t)os_random();
     block_secret.check = (uintptr_t)os_random();
-    block_secret.fill = (uintptr_t)os_random();
+    block_secret.address = (uintptr_t)os_random();
     block_secret.canary = (uintptr_t)os_random();
     block_secret.size = (uintptr_t)os_random();
     sizeclass_init();

@@ -42,11 +42,11 @@ extern STRATA_INTERNAL struct options strata_options;
 
 /* The secrets free blocks are encoded with (layout.h, struct block), random
  * at start-up (config_init) and read-only afterwards. The secure flavour
- * keys freed blocks' contents (fill), the canaries after blocks and large
- * blocks' size words with three more. */
+ * keys the canaries after blocks and large blocks' size words with three
+ * more (block_guards.h, keys_of: `address` is mixed with the block's). */
 struct block_secrets {
     uintptr_t link, check;
-    uintptr_t fill, canary, size;
+    uintptr_t address, canary, size;
 };
 extern STRATA_INTERNAL struct block_secrets block_secret;
 /* How the library names itself where it says what it is: the version, then

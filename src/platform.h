@@ -48,7 +48,7 @@
  * default flavour. */
 enum secure_protection {
     SECURE_QUARANTINE = 1,  /* freed blocks wait in a per-thread quarantine */
-    SECURE_FILL = 2,        /* freed blocks' first line keyed, checked when handed out */
+    SECURE_ZERO = 2,        /* freed blocks zeroed, checked zero when handed out again */
     SECURE_CANARY = 4,      /* a canary after each block's end, checked at free and realloc */
     SECURE_RANDOM = 8,      /* blocks handed out in a random order within a page */
     SECURE_LARGE_GUARD = 16, /* large blocks end at a guard page; freed ones inaccessible */

@@ -2,20 +2,22 @@
  * api.h's inline paths and api.c send every allocation and free to in
  * that flavour. They run over the default flavour's heaps and large blocks
  * and add what block_guards.h describes:
- * - a small block handed out has its keys checked (a write after free
- *   while it was free is reported), its state set (layout.h) and a canary
- *   at its usable end;
+ * - a small block handed out is checked zero (a write after free while it
+ *   was free is reported) and reads as zero, its state set (layout.h) and a
+ *   canary at its usable end;
  * - a free is validated (the start of a block strata handed out and has
  *   not taken back: every double free, told by the block's state alone),
- *   the canary checked (an overflow past the end is reported), the block's
- *   first line keyed and the block held in the thread's quarantine
- *   (free.c) before it is freed for real;
+ *   the canary checked (an overflow past the end is reported), the whole
+ *   slot zeroed and the block held in the thread's quarantine (free.c)
+ *   before it is freed for real;
+ * - blocks of size 0 are slots of an inaccessible region (zero_size.c);
  * - blocks above the small classes are large mappings, each ending at a
- *   guard page, inaccessible once freed (large.c).
+ *   guard page, inaccessible once freed (large.c), zeroed when handed out.
  * Invariant: a small block handed out has a nonzero state, its usable end
  * E (block_end of the size asked: at least it) with E + its tail <= its
- * slot, and its canary at E; a free one, state 0. A large block's usable
- * size is the size asked; its size word ends its usable bytes. */
+ * slot, and its canary at E; a free one, state 0, is zero but for the two
+ * words a free list writes. A large block's usable size is the size asked;
+ * its size word ends its usable bytes. */
 #include <errno.h>
 #include <string.h>
 
@@ -29,9 +31,10 @@
 /* The largest size a small block holds with its tail. */
 #define SECURE_SMALL_LIMIT (SMALL_MAX - SECURE_TAIL_SMALL)
 
-/* A small block of the class for `size` bytes: its keys checked, its state
- * and canary set. (The class's size is read once the allocation has set
- * strata up.) */
+/* A small block of the class for `size` bytes: its first line checked zero
+ * past the two words its free list wrote, which are cleared, so that it
+ * reads as zero (its free zeroed the rest); its state and canary set. (The class's size is read once the allocation
+ * has set strata up.) */
 static void *handed_out(unsigned class_index, size_t size)
 {
     void *p = bin_pop(class_index);
@@ -41,21 +44,25 @@ static void *handed_out(unsigned class_index, size_t size)
             return NULL;
     }
     size_t slot = class_size[class_index];
+    if (secure_has(SECURE_ZERO)) {
+        if (unlikely(!zero_intact(p, sizeof(struct block), slot < SECURE_FIRST_LINE ? slot : SECURE_FIRST_LINE)))
+            report_fatal("write after free (a free block changed before it was handed out again)", p);
+        memset(p, 0, sizeof(struct block));
+    }
     struct block_keys keys = keys_of(p);
-    if (secure_has(SECURE_FILL) && unlikely(!fill_intact(p, keys.fill, 2, fill_words(slot))))
-        report_fatal("write after free (a free block changed before it was handed out again)", p);
     small_mark_live(p, size, slot, &keys);
     return p;
 }
 
-/* A large mapping for `size` bytes and `room` more to grow into. */
+/* A large mapping for `size` bytes and `room` more to grow into, zeroed
+ * when asked or when every new block reads as zero (SECURE_ZERO). */
 static void *large_block(size_t size, size_t room, size_t alignment, bool zero)
 {
     if (size > (size_t)PTRDIFF_MAX - SECURE_TAIL_LARGE - room) {
         errno = ENOMEM;
         return NULL;
     }
-    void *p = alloc_large(size + room + SECURE_TAIL_LARGE, alignment, zero);
+    void *p = alloc_large(size + room + SECURE_TAIL_LARGE, alignment, zero || secure_has(SECURE_ZERO));
     if (p != NULL) {
         struct block_keys keys = keys_of(p);
         large_tail_set(p, size, large_usable_size(p), &keys);
@@ -90,7 +97,7 @@ void *secure_calloc(size_t total)
     if (total > SECURE_SMALL_LIMIT)
         return large_block(total, 0, 0, true);
     void *p = block_with_room(total, 0);
-    if (p != NULL)
+    if (!secure_has(SECURE_ZERO) && p != NULL)
         memset(p, 0, total);
     return p;
 }
@@ -172,13 +179,10 @@ void secure_free(void *p)
     size_t end = end_of_state(p, *state, slot);
     *state = 0;
     struct block_keys keys = keys_of(p);
-    if (canary_checked_at_free(end))
-        canary_check(p, end, &keys);
-    else if (secure_has(SECURE_CANARY))
-        __builtin_prefetch((char *)p + end); /* checked when it leaves the quarantine */
-    if (secure_has(SECURE_FILL))
-        fill_block(p, keys.fill, 0, freed_key_words(end, slot));
-    quarantine_put(thread_heap, p, slot, end);
+    canary_check(p, end, &keys);
+    if (secure_has(SECURE_ZERO))
+        memset(p, 0, slot);
+    quarantine_put(thread_heap, p, slot);
     purger_start_if_wanted(); /* the frees it made may have filled the pages' free slices */
 }
 
@@ -191,6 +195,14 @@ static bool starts_small_block(const void *p)
         return false;
     uint32_t in_page = slice_page_offset(slice, (uint32_t)((uintptr_t)p & SEGMENT_MASK));
     return slice_block_start(slice, &segment->pages[slice->page_slice], in_page);
+}
+
+bool secure_block_is_free(const void *p)
+{
+    if (zero_size_holds(p))
+        return false; /* never a context's header: it has no bytes */
+    return is_segment_pointer(p) && starts_small_block(p) &&
+           *block_state(p, page_of(segment_of(p), p)->block_size) == 0;
 }
 
 /* The usable size of a live block; anything else is misuse, reported as a

@@ -6,6 +6,7 @@
 #ifndef STRATA_SECURE_H
 #define STRATA_SECURE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "platform.h"
@@ -16,5 +17,9 @@ void *secure_calloc(size_t total);
 void *secure_realloc(void *p, size_t size);
 void *secure_aligned_alloc(size_t alignment, size_t size);
 size_t secure_usable_size(const void *p);
+/* Whether p is the start of a small block, or a block of size 0, that is
+ * free now: what a freed block's zeros no longer say (for the contexts'
+ * reports). Never a report itself. */
+bool secure_block_is_free(const void *p);
 
 #endif /* STRATA_SECURE_H */

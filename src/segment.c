@@ -372,9 +372,8 @@ static STRATA_NOINLINE bool page_carve(struct page *page)
     if (os_limited() && !prefix_charge(segment_of(page->start), page->start, (size_t)(page->capacity + count) * size))
         return false;
     char *first = page->start + (size_t)page->capacity * size;
-    if (secure_has(SECURE_FILL)) /* every block a thread pops carries its keys */
-        for (size_t i = 0; i < count; i++)
-            fill_block(first + i * size, keys_of(first + i * size).fill, 2, fill_words(size));
+    if (secure_has(SECURE_ZERO)) /* every block a thread pops reads as zero */
+        memset(first, 0, count * size);
     if (secure_has(SECURE_RANDOM) && count > 1) {
         carve_shuffled(page, first, count);
     } else {
