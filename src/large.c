@@ -197,28 +197,53 @@ static size_t round_to_page(size_t size)
 }
 
 /* Every large block starts LARGE_HEADER bytes into its mapping (or one
- * alignment unit in, for alignments above it), after a header that lets
- * realloc and usable-size answer without the registry's lock when the block
- * still fits. The registry stays the authority for free and for moves. */
+ * alignment unit in, for alignments above it), right after a header that
+ * lets realloc and usable-size answer without the registry's lock when the
+ * block still fits. The registry stays the authority for free and for
+ * moves. The header's fields are checked against its magic, a keyed sum of
+ * them all and the block's address: a write before the block's start (the
+ * header's last field is the byte before it) is found at its free, its
+ * realloc and its usable size, and a program cannot forge a header that
+ * passes. */
 #define LARGE_HEADER ((size_t)64)
 #define LARGE_MAGIC ((uintptr_t)0x5354524c41524745u)
 
 struct large_header {
-    uintptr_t magic; /* large_magic(the block's address) */
+    uintptr_t magic; /* large_magic of the block's address and the fields */
     size_t map_size;
     size_t offset;   /* from the mapping's start to the block */
     size_t asked;    /* the size last asked for: shrinking is a smaller ask */
 };
+_Static_assert(sizeof(struct large_header) <= LARGE_HEADER, "a header fits before its block");
 
-/* Keyed, so that a program cannot forge a header that passes. */
-static uintptr_t large_magic(const void *p)
+static uintptr_t large_magic(const void *p, const struct large_header *h)
 {
-    return LARGE_MAGIC ^ (uintptr_t)p ^ block_secret.link;
+    uint64_t sum = (uint64_t)(uintptr_t)p ^ block_secret.link;
+    sum = (sum ^ h->map_size) * 0x9e3779b97f4a7c15u;
+    sum = (sum ^ h->offset) * 0xbf58476d1ce4e5b9u;
+    sum = (sum ^ h->asked) * 0x94d049bb133111ebu;
+    return (uintptr_t)(sum ^ (sum >> 31) ^ LARGE_MAGIC);
 }
 
 static struct large_header *header_of(const void *p)
 {
-    return (struct large_header *)((uintptr_t)p - LARGE_HEADER);
+    return (struct large_header *)((uintptr_t)p - sizeof(struct large_header));
+}
+
+static void header_seal(const void *p, struct large_header *h)
+{
+    h->magic = large_magic(p, h);
+}
+
+/* The header of a block the registry holds with `map_size`, checked (heap
+ * lock or not: only the block's own calls write it); a broken one is
+ * reported. */
+static struct large_header *header_checked(const void *p, size_t map_size)
+{
+    struct large_header *h = header_of(p);
+    if (unlikely(h->map_size != map_size || h->offset >= map_size || h->magic != large_magic(p, h)))
+        report_fatal("write before the start of a block (its header is overwritten)", p);
+    return h;
 }
 
 /* The header of a default-aligned large block, read without the lock; NULL
@@ -233,7 +258,7 @@ static struct large_header *quick_header(const void *p)
     if (((uintptr_t)p & (os_page_size() - 1)) != LARGE_HEADER)
         return NULL;
     struct large_header *h = header_of(p);
-    return h->magic == large_magic(p) ? h : NULL;
+    return h->magic == large_magic(p, h) ? h : NULL;
 }
 
 /* ---- the mapping cache -------------------------------------------------- */
@@ -395,7 +420,9 @@ static void *place(char *base, size_t map_size, size_t offset, size_t asked)
 {
     char *p = base + offset;
     strata_assert(offset >= LARGE_HEADER && offset + asked <= map_size);
-    *header_of(p) = (struct large_header){large_magic(p), map_size, offset, asked};
+    struct large_header *h = header_of(p);
+    *h = (struct large_header){0, map_size, offset, asked};
+    header_seal(p, h);
     return p;
 }
 
@@ -488,10 +515,10 @@ bool large_free(void *p)
         return false;
     }
     size_t map_size = entry->map_size;
+    struct large_header *h = header_checked(p, map_size);
     bool page_aligned = entry->alignment <= os_page_size();
     entry->address = SLOT_DELETED;
     recent_add((uintptr_t)p);
-    struct large_header *h = header_of(p);
     char *base = (char *)p - h->offset;
     h->magic = 0; /* a stale pointer to this address is no longer a block */
     counters_bytes_out(-(long)(map_size - h->offset));
@@ -540,7 +567,7 @@ size_t large_usable_size(const void *p)
         return h->map_size - h->offset;
     pthread_mutex_lock(&large_lock);
     struct large_entry *entry = lookup((uintptr_t)p);
-    size_t size = entry ? entry->map_size - header_of(p)->offset : 0;
+    size_t size = entry ? entry->map_size - header_checked(p, entry->map_size)->offset : 0;
     pthread_mutex_unlock(&large_lock);
     return size;
 }
@@ -619,6 +646,7 @@ static void *realloc_by_remap(void *p, size_t size, size_t old_size, size_t new_
     pthread_mutex_unlock(&large_lock);
     if (base == NULL && new_size < old_size) {
         header_of(p)->asked = size; /* a shrink that could not give memory back still fits */
+        header_seal(p, header_of(p));
         return p;
     }
     if (base == NULL) {
@@ -646,6 +674,7 @@ void *large_realloc(void *p, size_t size)
     if (quick != NULL && !strata_options.check &&
         stays(quick->map_size - quick->offset, quick->asked, size)) {
         quick->asked = size;
+        header_seal(p, quick);
         return p;
     }
     size_t page = os_page_size();
@@ -661,11 +690,12 @@ void *large_realloc(void *p, size_t size)
     if (old_size == 0)
         report_fatal("realloc of a pointer strata did not allocate", p);
 
-    struct large_header *header = header_of(p);
+    struct large_header *header = header_checked(p, old_size);
     size_t offset = header->offset;
     size_t exact = round_to_page(size + offset);
     if (stays(old_size - offset, header->asked, size)) {
         header->asked = size;
+        header_seal(p, header);
         return p;
     }
     if (alignment > page && exact > old_size)

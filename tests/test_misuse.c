@@ -285,6 +285,17 @@ static int large_double(void)
     return 0;
 }
 
+/* The byte before a large block written, then its free: the header
+ * there is sealed (large.c). */
+static int large_underflow(void)
+{
+    char *p = m_malloc(8 << 20);
+    say_address(p);
+    *(volatile char *)(p - 1) ^= 0x5a;
+    m_free(p);
+    return 0;
+}
+
 static int medium_double(void)
 {
     char *p = m_malloc(1 << 20);
@@ -427,6 +438,7 @@ static const struct misuse misuses[] = {
     {{"zero-size-double", zero_size_double}, "`malloc(0)`'s block freed twice", "double free"},
     {{"medium-double", medium_double}, "a medium block (1 MiB) freed twice", "double free"},
     {{"large-double", large_double}, "a large block (8 MiB) freed twice", "double free"},
+    {{"large-underflow", large_underflow}, "a byte written before a large block (8 MiB), then its free", "write before the start of a block"},
     {{"misaligned", misaligned}, "`free(p + 1)`", "not the start of a block"},
     {{"interior", interior}, "`free(p + 8)`", "not the start of a block"},
     {{"interior-aligned", interior_aligned}, "`free(p + 16)`, inside a 100-byte block", "not the start of a block"},
