@@ -64,7 +64,7 @@ ifeq ($(origin CXX),default)
 CXX := $(if $(findstring clang,$(CC)),clang++,g++)
 endif
 CXX_FOUND := $(shell command -v $(firstword $(CXX)) 2> /dev/null)
-BENCH_BIN := $(BENCH_C:bench/%.c=$(BUILD)/bench/%) $(if $(CXX_FOUND),$(BUILD)/bench/cxx)
+BENCH_BIN := $(BENCH_C:bench/%.c=$(BUILD)/bench/%) $(if $(CXX_FOUND),$(BUILD)/bench/cxx) $(BUILD)/bench/attacks
 
 .PHONY: all help test test-deps test-debug fuzz test-asan test-tsan bench bench-full bench-deps \
   install uninstall clean
@@ -192,6 +192,12 @@ $(BUILD)/tests-secure/%: tests/%.c tests/check.h bench/common.h $(SECURE_CORE_OB
 $(BUILD)/bench/%: bench/%.c bench/common.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 $(WARN) -O2 -Iinclude -D_GNU_SOURCE $(CPPFLAGS) $< -o $@ $(LDFLAGS) $(LIBS) -lm
+
+# The misuse suite's program, for the secure table (tests/test_security.sh
+# builds its own): misuse the compiler must not see through.
+$(BUILD)/bench/attacks: tests/programs/attacks.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 $(WARN) -O1 -fno-builtin-malloc -fno-builtin-free $(CPPFLAGS) $< -o $@ $(LDFLAGS) -lpthread
 
 # dlsym and dladdr: in the C library itself only since glibc 2.34.
 $(BUILD)/bench/mallocfrom: LIBS += -ldl

@@ -23,6 +23,26 @@ KNOWN = [
     ("tcmalloc", "libtcmalloc_minimal.so.4", "libtcmalloc-minimal4", None),
 ]
 LIBRARY_DIRS = ["/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib"]
+# Scudo, the hardened allocator of LLVM's compiler-rt (Android's), as
+# Debian ships it for each LLVM version: the newest found is measured.
+SCUDO_GLOB = "/usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.scudo_standalone-%s.so"
+SCUDO_PACKAGE = "libclang-rt-dev"
+
+
+def find_scudo(pattern=None):
+    """(name, path) of the newest Scudo found (named scudo-LLVM, as
+    scudo-14), or None."""
+    paths = glob.glob(pattern or SCUDO_GLOB % os.uname().machine)
+
+    def llvm_version(path):
+        match = re.search(r"/llvm-(\d+)/", path)
+        return int(match.group(1)) if match else 0
+    if not paths:
+        return None
+    newest = max(paths, key=llvm_version)
+    return ("scudo-%d" % llvm_version(newest), newest)
+
+
 # The names that need no BENCH_ALLOCATORS entry.
 OWN_NAMES = ("strata", "strata secure", "glibc")
 
@@ -40,7 +60,7 @@ def package_version(package):
     return re.split(r"[-+~]", version)[0]
 
 
-def find_allocators(strata_lib, search_dirs=None, secure_lib=None, extra=()):
+def find_allocators(strata_lib, search_dirs=None, secure_lib=None, extra=(), scudo_glob=None):
     """[(name, preload path or None)], strata first, then its secure flavour
     (when built), glibc, every known allocator found and the `extra` ones
     (parse_allocator_list's); missing ones are reported with their
@@ -59,6 +79,11 @@ def find_allocators(strata_lib, search_dirs=None, secure_lib=None, extra=()):
             found.append((name, paths[0]))
         else:
             missing.append((name, package))
+    scudo = find_scudo(scudo_glob)
+    if scudo is not None:
+        found.append(scudo)
+    else:
+        missing.append(("scudo", SCUDO_PACKAGE))
     taken = [name for name, _ in found]
     for name, path in extra:
         if name in taken or name in OWN_NAMES:
@@ -155,6 +180,23 @@ def paired_ratio(rows, name, reference, case, key):
     run to the next, a slow spell that falls on one allocator's run moves
     its ratio for that run only, not the median of its runs."""
     return median(paired_ratios(rows, name, reference, case, key))
+
+
+def misuse_outcome(program, kind, size, preload):
+    """How tests/programs/attacks.c's `kind` at `size` ended with `preload`
+    (None: glibc): "stops" (killed by a signal, or neutralised), "passes"
+    (it went through), or "exit N" (the program's own failure); as
+    tests/test_security.sh tells them."""
+    try:
+        out = subprocess.run([program, kind, size], env=environment(preload), capture_output=True, text=True,
+                             timeout=60)
+    except subprocess.TimeoutExpired:
+        return "timed out"
+    if out.stdout.startswith("got through: "):
+        return "passes"
+    if out.returncode < 0 or (out.returncode == 0 and out.stdout.startswith("neutralised: ")):
+        return "stops"
+    return "exit %d" % out.returncode
 
 
 def environment(preload, env_extra=None):

@@ -4,6 +4,7 @@ every other allocator on the machine, side by side in one run, and prints the
 tables with each allocator's figure as a ratio to strata's. Raw runs go to
 OUT/<table>.csv, the tables to OUT/tables.md, plots to OUT/*.svg."""
 import argparse
+import math
 import os
 import re
 import shutil
@@ -83,6 +84,9 @@ class Suite:
         self.names = [name for name, _ in allocators]
         self.own_libraries = {preload for name, preload in allocators if name in harness.OWN_NAMES and preload}
         self.crashes = []
+        # The speed tables the secure table compares the secure flavours on:
+        # (table, rows, cases, key, whether more is faster).
+        self.speed_tables = []
 
     def measured(self, preload, name, what, measure):
         """measure()'s result. A run of another allocator than strata's that
@@ -170,6 +174,7 @@ class Suite:
                          lambda t: [self.program("threads"), "-t", str(t), "-r",
                                     str(self.sizes["replacements"]), "-w", write], counts, [no_purge])
         cases = ["%d" % t for t in counts]
+        self.speed_tables.append((table, rows, cases, "ops_per_sec", True))
         speed = harness.markdown_table(["allocator"] + ["%s thr" % c for c in cases],
                                        self.ratio_table(rows, cases, "ops_per_sec", harness.human,
                                                         self.names + [no_purge[0]]))
@@ -192,6 +197,7 @@ class Suite:
                          lambda t: [self.program("loops"), "-t", str(t), "-n", str(self.sizes["loop_steps"])],
                          counts)
         cases = ["%d" % t for t in counts]
+        self.speed_tables.append(("loops", rows, cases, "ops_per_sec", True))
         table = self.with_peak(rows, cases, self.ratio_table(rows, cases, "ops_per_sec", harness.human),
                                "top_rss_mb")
         header = ["allocator"] + ["%s thr" % c for c in cases] + ["peak resident MB (%s thr)" % "/".join(cases)]
@@ -281,6 +287,7 @@ class Suite:
                          lambda g: [self.program("crossthread"), "-p", str(g[0]), "-c", str(g[1]), "-n",
                                     str(self.sizes["cross_blocks"])], groups)
         cases = [label(g) for g in groups]
+        self.speed_tables.append(("crossthread", rows, cases, "ops_per_sec", True))
         header = ["allocator"] + ["%s thr" % c for c in cases[:-1]] + ["1 producer, %d consumers" % fanout]
         speed = harness.markdown_table(header, self.ratio_table(rows, cases, "ops_per_sec", harness.human))
         header, memory = self.memory_table(rows, [cases[0]], [("top_rss_mb", "Top resident"),
@@ -355,6 +362,7 @@ class Suite:
                     rows.append(dict(allocator=name, run=rep + 1, case=test, ms=ms, peak_rss_mb=peak))
         harness.write_csv(os.path.join(self.out, "zsh.csv"), rows)
         cases = list(tests)
+        self.speed_tables.append(("zsh", rows, cases, "ms", False))
         table = self.with_peak(rows, cases, self.ratio_table(rows, cases, "ms", lambda v: "%.0f ms" % v),
                                "peak_rss_mb")
         header = ["allocator"] + ["%s_test" % c for c in cases] + ["peak resident MB (%s)" % "/".join(cases)]
@@ -391,6 +399,7 @@ class Suite:
             return title + notes
         harness.write_csv(os.path.join(self.out, "real.csv"), rows)
         cases = [case for case, _, _ in programs]
+        self.speed_tables.append(("real", rows, cases, "ms", False))
         table = self.with_peak(rows, cases, self.ratio_table(rows, cases, "ms", lambda v: "%.0f ms" % v),
                                "peak_rss_mb")
         header = ["allocator"] + cases + ["peak resident MB (%s)" % "/".join(cases)]
@@ -665,6 +674,80 @@ class Suite:
                 % (notes, summary, harness.markdown_table(header, table)))
 
     # ---- plots -----------------------------------------------------------
+    # The misuse suite's sizes (tests/test_security.sh's).
+    MISUSE_SIZES = ["8", "4096", "262144"]
+
+    def secure(self):
+        """The misuse suite (tests/programs/attacks.c) on every allocator, and
+        the secure flavour's speed against each on the speed tables measured
+        before it in this run (threads, partly written, per-thread loops,
+        cross-thread, zsh, real programs)."""
+        program = self.program("attacks")
+        if not os.path.exists(program):
+            return "### the secure flavours\n%s is not built (make bench builds it): table skipped.\n" % program
+        kinds = [line.split() for line in subprocess.run([program, "--list"], capture_output=True, text=True,
+                                                         check=True).stdout.splitlines()]
+        cells = [(k[0], size) for k in kinds for size in (self.MISUSE_SIZES if len(k) > 1 else ["64"])]
+        outcome = {}
+        for name, preload in self.allocators:
+            harness.progress("secure: the misuse suite, %s" % name)
+            for kind, size in cells:
+                outcome[(name, kind, size)] = harness.misuse_outcome(program, kind, size, preload)
+        rows = [dict(allocator=name, kind=kind, size=size, outcome=outcome[(name, kind, size)])
+                for name in self.names for kind, size in cells]
+        harness.write_csv(os.path.join(self.out, "secure.csv"), rows)
+        secure = "strata secure"
+        stopped = {name: sum(outcome[(name, kind, size)] == "stops" for kind, size in cells) for name in self.names}
+        summary = []
+        for name in self.names:
+            line = [name, "%d" % stopped[name]]
+            if secure in self.names and name != secure:
+                missed = sum(outcome[(name, kind, size)] == "stops" and outcome[(secure, kind, size)] != "stops"
+                             for kind, size in cells)
+                line.append("%d" % missed)
+                line.append(self.secure_speed_against(name))
+            else:
+                line += ["", ""]
+            summary.append(line)
+        header = ["allocator", "misuse cells stopped (of %d)" % len(cells),
+                  "of those, strata secure lets through", "strata secure's speed against it"]
+        # The kinds where strata secure and the allocators that stop more
+        # than glibc differ.
+        stronger = [n for n in self.names if n not in harness.OWN_NAMES and stopped[n] > stopped.get("glibc", 0)]
+        columns = ([secure] if secure in self.names else []) + stronger
+        differing = []
+        for kind, size in cells:
+            said = [outcome[(n, kind, size)] for n in columns]
+            if len(set(said)) > 1:
+                differing.append(["%s%s" % (kind, "" if size == "64" else " %s" % size)] + said)
+        detail = (harness.markdown_table(["misuse (size)"] + columns, differing) if differing and len(columns) > 1
+                  else "(no secure allocator beside strata's stops more than glibc here)")
+        return ("### the secure flavours: the misuse suite, and strata secure's speed against each\n"
+                "Each kind of misuse of tests/programs/attacks.c (docs/safety.md, \"The misuse suite\") at 8,\n"
+                "4096 and 262144 bytes where it takes a size, in a child: \"stops\" is an abort, a fault or the\n"
+                "misuse neutralised. Speed: strata secure's figure over the allocator's, paired run by run, the\n"
+                "geomean (and range) of the cells of the threads, partly written, per-thread loops, cross-thread,\n"
+                "zsh and real programs tables (above 1.00x: strata secure faster).\n\n%s\n\n"
+                "Where strata secure and the allocators that stop more than glibc differ:\n\n%s\n"
+                % (harness.markdown_table(header, summary), detail))
+
+    def secure_speed_against(self, name):
+        """strata secure's speed over `name`'s on the speed tables measured:
+        "geomean (min-max) over N cells", or a dash."""
+        ratios = []
+        for _, rows, cases, key, more_is_faster in self.speed_tables:
+            for case in cases:
+                if more_is_faster:
+                    r = harness.paired_ratios(rows, "strata secure", name, case, key)
+                else:
+                    r = harness.paired_ratios(rows, name, "strata secure", case, key)
+                if r:
+                    ratios.append(harness.median(r))
+        if not ratios:
+            return "-"
+        geomean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+        return "%.2fx (%.2fx-%.2fx) over %d cells" % (geomean, min(ratios), max(ratios), len(ratios))
+
     def gnuplot(self, script, name):
         if shutil.which("gnuplot") is None:
             harness.progress("gnuplot not installed (apt-get install gnuplot-nox): %s not drawn" % name)
@@ -721,7 +804,7 @@ class Suite:
 
 
 TABLES = ["threads", "threads_ends", "loops", "shortlived", "crossthread", "lifetimes", "medium", "workloads",
-          "grow", "cxx", "zsh", "real", "memtime", "arena", "context"]
+          "grow", "cxx", "zsh", "real", "secure", "memtime", "arena", "context"]
 
 
 EPILOG = """tables: %s

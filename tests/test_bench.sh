@@ -31,7 +31,8 @@ redisflush -n -n -d -i -w -s
 arena -w -k -n -m -w -r
 context -t -k -t
 peakrss
-mallocfrom'
+mallocfrom
+attacks'
 # run_program NAME ARGS...: its stdout, stderr and exit status into $out/run.*
 run_program() {
     name=$1
@@ -201,13 +202,20 @@ check 'python3 bench/run.py --help | grep -q "^tables: threads, threads_ends, lo
 # CSVs: allocator, case and run first; integers without a fraction.
 check 'head -n 1 "$out/threads.csv" | grep -q "^allocator,case,run,threads,ops_per_sec,"' "CSV columns in a stable order"
 check '! grep -Eq "[0-9]\.0(,|$)" "$out/threads.csv" && ! grep -Eq "\.[0-9]{7,}" "$out/grow.csv"' "CSV numbers without noise digits"
-for heading in "### threads (" "### threads, partly written" "### per-thread loops" "### short-lived small blocks" "### cross-thread" "### random lifetimes" "### medium and big blocks" "### workloads" "### grow" "### C++: operator new and delete" "### zsh" "### real programs" "### memory over time (" "### memory over time, big blocks" "### memory over time, a real server" "### arena" "### context"; do
+for heading in "### threads (" "### threads, partly written" "### per-thread loops" "### short-lived small blocks" "### cross-thread" "### random lifetimes" "### medium and big blocks" "### workloads" "### grow" "### C++: operator new and delete" "### zsh" "### real programs" "### the secure flavours" "### memory over time (" "### memory over time, big blocks" "### memory over time, a real server" "### arena" "### context"; do
     check 'grep -q "^$heading" "$out/tables.md"' "table $heading"
 done
-for csv in threads threads_ends loops shortlived crossthread lifetimes medium workloads grow cxx zsh real memtime memtime_large memtime_redis arena context; do
+for csv in threads threads_ends loops shortlived crossthread lifetimes medium workloads grow cxx zsh real secure memtime memtime_large memtime_redis arena context; do
     check '[ -s "$out/$csv.csv" ] && grep -q strata "$out/$csv.csv"' "$csv.csv with strata rows"
 done
-check '[ "$(grep -c "^| strata |" "$out/tables.md")" -ge 17 ]' "strata has a row in every table"
+check '[ "$(grep -c "^| strata |" "$out/tables.md")" -ge 18 ]' "strata has a row in every table"
+# The secure table: the misuse suite's count for each allocator, and the
+# secure flavour's speed against each from the speed tables of the run.
+sed -n "/^### the secure flavours/,/^### /p" "$out/tables.md" > "$out/secure.md"
+check 'grep -Eq "^\| strata secure \| [0-9]+ \|" "$out/secure.md" && grep -Eq "^\| strata \| [0-9]+ \| [0-9]+ \|" "$out/secure.md"' \
+    "the secure table counts the misuse cells each allocator stops"
+check 'grep -Eq "^\| glibc \| [0-9]+ \| [0-9]+ \| [0-9.]+x \([0-9.]+x-[0-9.]+x\) over [0-9]+ cells \|" "$out/secure.md"' \
+    "the secure table gives strata secure's speed against glibc: $(grep "^| glibc" "$out/secure.md")"
 # The real programs table measures each program installed, and names the
 # package of each that is not.
 sed -n "/^### real programs/,/^### /p" "$out/tables.md" > "$out/real.md"

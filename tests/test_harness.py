@@ -63,12 +63,19 @@ with open("/proc/self/status") as f:
 # allocator discovery: strata and glibc always, the others where found
 with tempfile.TemporaryDirectory() as d:
     open(os.path.join(d, "libjemalloc.so.2"), "w").close()
-    found, missing = harness.find_allocators("build/libstrata.so", [d])
+    found, missing = harness.find_allocators("build/libstrata.so", [d], scudo_glob=os.path.join(d, "none-*.so"))
     names = [n for n, _ in found]
     check(names == ["strata", "glibc", "jemalloc"], "allocators found: %s" % names)
     check(dict(found)["glibc"] is None, "glibc needs no preload")
-    check(sorted(p for _, p in missing) == ["libmimalloc2.0", "libtcmalloc-minimal4"],
+    check(sorted(p for _, p in missing) == ["libclang-rt-dev", "libmimalloc2.0", "libtcmalloc-minimal4"],
           "missing allocators name their packages: %s" % missing)
+    # Scudo, the newest LLVM's, named by it
+    for version in ("14", "16"):
+        os.makedirs(os.path.join(d, "llvm-%s" % version, "lib"))
+        open(os.path.join(d, "llvm-%s" % version, "lib", "libclang_rt.scudo_standalone-x.so"), "w").close()
+    found, missing = harness.find_allocators("build/libstrata.so", [d],
+                                             scudo_glob=os.path.join(d, "llvm-*", "lib", "libclang_rt.scudo_standalone-x.so"))
+    check(found[-1][0] == "scudo-16" and "/llvm-16/" in found[-1][1], "Scudo found, the newest: %s" % found[-1:])
 
 # tables and rates
 table = harness.markdown_table(["a", "b"], [[1, 2], [3, 4]])

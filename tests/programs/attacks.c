@@ -490,6 +490,10 @@ static const struct kind {
     {"new-block-zero", 1, new_block_zero},
 };
 
+static const char usage[] = "usage: attacks KIND [SIZE] | attacks --list | attacks -h\n"
+                            "  KIND   a kind of misuse (--list names them, \"sized\" beside those that take SIZE)\n"
+                            "  SIZE   the block's size in bytes (default 64)\n";
+
 int main(int argc, char **argv)
 {
     if (argc == 2 && strcmp(argv[1], "--list") == 0) {
@@ -497,8 +501,16 @@ int main(int argc, char **argv)
             printf("%s%s\n", kinds[k].name, kinds[k].sized ? " sized" : "");
         return 0;
     }
+    if (argc == 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
+        fputs(usage, stdout);
+        return 0;
+    }
+    if (argc >= 2 && argv[1][0] == '-') {
+        fprintf(stderr, "attacks: unknown flag %s\n%s", argv[1], usage);
+        return 2;
+    }
     if (argc < 2 || argc > 3) {
-        fprintf(stderr, "usage: attacks KIND [SIZE] | attacks --list\n");
+        fputs(usage, stderr);
         return 2;
     }
     size_t size = argc == 3 ? strtoul(argv[2], NULL, 10) : 64;
