@@ -30,9 +30,11 @@
  * checks are still zero. */
 #define SECURE_FIRST_LINE 64
 #define SECURE_CANARY_BYTES 8
-/* Room a block keeps after what was asked: a small block's canary; a large
- * one's canary and size word. */
-#define SECURE_TAIL_SMALL (secure_has(SECURE_CANARY) ? (size_t)SECURE_CANARY_BYTES : 0)
+/* A small slot's last word: the guard of the slot after it (guard_set). */
+#define SECURE_GUARD_BYTES (secure_has(SECURE_CANARY) ? (size_t)8 : 0)
+/* Room a block keeps after what was asked: a small block's canary and its
+ * slot's guard word; a large one's canary and size word. */
+#define SECURE_TAIL_SMALL (secure_has(SECURE_CANARY) ? (size_t)SECURE_CANARY_BYTES + SECURE_GUARD_BYTES : 0)
 #define SECURE_TAIL_LARGE (secure_has(SECURE_CANARY) ? (size_t)(SECURE_CANARY_BYTES + 8) : 0)
 /* The largest state (layout.h), so the longest slack one records. */
 #define STATE_MAX 65535u
@@ -45,19 +47,52 @@
 struct block_keys {
     uint64_t canary;
     size_t size;
+    uint64_t guard;
 };
 
 static inline struct block_keys keys_of(const void *p)
 {
     uint64_t h = ((uint64_t)(uintptr_t)p ^ block_secret.address) * (block_secret.canary | 1);
     h ^= h >> 29;
-    return (struct block_keys){(h + block_secret.size) | 0x8080808080808080u, (size_t)((h >> 17) ^ block_secret.size)};
+    uint64_t canary = (h + block_secret.size) | 0x8080808080808080u;
+    return (struct block_keys){canary, (size_t)((h >> 17) ^ block_secret.size), (canary << 32 | canary >> 32)};
+}
+
+/* The guard word in the 8 bytes before a small block: the last word of the
+ * slot before it in its page, or, before a page's first slot, the last
+ * word of the page or state region below, written when that slot is carved
+ * or that page or region made, and never written again while they are in
+ * use (a free zeroes its slot but for it). A write before a block's start
+ * changes it, and the block's free finds it (secure.c). */
+static inline void guard_set(void *next)
+{
+    if (!secure_has(SECURE_CANARY))
+        return;
+    uint64_t guard = keys_of(next).guard;
+    memcpy((char *)next - SECURE_GUARD_BYTES, &guard, sizeof guard);
+}
+
+static inline bool guard_intact(const void *p, const struct block_keys *keys)
+{
+    uint64_t guard;
+    memcpy(&guard, (const char *)p - SECURE_GUARD_BYTES, sizeof guard);
+    return guard == keys->guard;
+}
+
+/* The bytes of a free block's slot the checks of its zeros read: its first
+ * line, short of the guard word. */
+static inline size_t zeroed_first_line(size_t slot)
+{
+    size_t zeroed = slot - SECURE_GUARD_BYTES;
+    return zeroed < SECURE_FIRST_LINE ? zeroed : SECURE_FIRST_LINE;
 }
 
 /* Whether bytes [from, to) of a block are all zero (from and to multiples
  * of 8). */
 static inline bool zero_intact(const void *p, size_t from, size_t to)
 {
+    if (to <= from)
+        return true;
     const uint64_t *w = (const uint64_t *)((const char *)p + from);
     uint64_t seen = 0;
     for (size_t i = 0; i < (to - from) / sizeof *w; i++)

@@ -53,8 +53,7 @@ void free_any(void *p)
  * it goes where any free of it would. */
 static void quarantine_release(void *p, size_t slot)
 {
-    size_t line = slot < SECURE_FIRST_LINE ? slot : SECURE_FIRST_LINE;
-    if (secure_has(SECURE_ZERO) && unlikely(!zero_intact(p, 0, line & ~(size_t)7)))
+    if (secure_has(SECURE_ZERO) && unlikely(!zero_intact(p, 0, zeroed_first_line(slot))))
         report_fatal("write after free (a freed block changed while it waited in the quarantine)", p);
     heap_free_validated(p);
 }

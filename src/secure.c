@@ -7,8 +7,9 @@
  *   canary at its usable end;
  * - a free is validated (the start of a block strata handed out and has
  *   not taken back: every double free, told by the block's state alone),
- *   the canary checked (an overflow past the end is reported), the whole
- *   slot zeroed and the block held in the thread's quarantine (free.c)
+ *   the canary checked (an overflow past the end is reported), the guard
+ *   word before the block checked (a write before its start), the slot
+ *   zeroed but for its own guard word and the block held in the thread's quarantine (free.c)
  *   before it is freed for real;
  * - blocks of size 0 are slots of an inaccessible region (zero_size.c);
  * - blocks above the small classes are large mappings, each ending at a
@@ -45,7 +46,7 @@ static void *handed_out(unsigned class_index, size_t size)
     }
     size_t slot = class_size[class_index];
     if (secure_has(SECURE_ZERO)) {
-        if (unlikely(!zero_intact(p, sizeof(struct block), slot < SECURE_FIRST_LINE ? slot : SECURE_FIRST_LINE)))
+        if (unlikely(!zero_intact(p, sizeof(struct block), zeroed_first_line(slot))))
             report_fatal("write after free (a free block changed before it was handed out again)", p);
         memset(p, 0, sizeof(struct block));
     }
@@ -75,8 +76,13 @@ static void *large_block(size_t size, size_t room, size_t alignment, bool zero)
  * (sizeclass.h). */
 static void *block_with_room(size_t size, size_t room)
 {
-    if (likely(size <= SECURE_SMALL_LIMIT && room <= SECURE_SMALL_LIMIT - size))
-        return handed_out(size_class((size + room + SECURE_TAIL_SMALL + 15) & ~(size_t)15), size);
+    if (likely(size <= SECURE_SMALL_LIMIT && room <= SECURE_SMALL_LIMIT - size)) {
+        /* At least a free list's two words before the guard word. */
+        size_t want = size + room + SECURE_TAIL_SMALL;
+        if (want < sizeof(struct block) + SECURE_GUARD_BYTES)
+            want = sizeof(struct block) + SECURE_GUARD_BYTES;
+        return handed_out(size_class((want + 15) & ~(size_t)15), size);
+    }
     return large_block(size, room, 0, false);
 }
 
@@ -134,6 +140,25 @@ static size_t small_slot(const void *p)
     return page->class_index < CLASS_COUNT ? page->block_size : 0;
 }
 
+/* Whether the word before a small block at p is a guard its free may
+ * check: p is not its page's first slot (the slot before is carved, its
+ * last word written then), or the calling thread owns the segment, which
+ * no other thread then changes the pages of, and what lies below the page
+ * is a small page in use or the block states, whose last word was written
+ * when it was made. */
+static bool front_guarded(const void *p, size_t slot)
+{
+    const struct segment *segment = segment_of(p);
+    uint32_t offset = (uint32_t)((uintptr_t)p & SEGMENT_MASK);
+    const struct slice *slice = &segment->slices[offset >> SLICE_SHIFT];
+    if (slice_page_offset(slice, offset) >= slot)
+        return true;
+    if (atomic_load_explicit(&segment->owner, memory_order_relaxed) != (uintptr_t)thread_heap)
+        return false;
+    unsigned below = (unsigned)slice->page_slice - 1;
+    return below == STATE_SLICES || segment->slices[below].class_index < CLASS_COUNT;
+}
+
 /* A live block's usable size (its end: a large block's size asked, a small
  * one's block_end), its slot in *slot; misuse (a pointer strata did not
  * hand out, a free block, an overflow) is reported. */
@@ -180,8 +205,10 @@ void secure_free(void *p)
     *state = 0;
     struct block_keys keys = keys_of(p);
     canary_check(p, end, &keys);
+    if (secure_has(SECURE_CANARY) && front_guarded(p, slot) && unlikely(!guard_intact(p, &keys)))
+        report_fatal("write before the start of a block (the guard word before it is overwritten)", p);
     if (secure_has(SECURE_ZERO))
-        memset(p, 0, slot);
+        memset(p, 0, slot - SECURE_GUARD_BYTES);
     quarantine_put(thread_heap, p, slot);
     purger_start_if_wanted(); /* the frees it made may have filled the pages' free slices */
 }

@@ -137,6 +137,8 @@ static struct segment *segment_new(struct heap *heap)
     }
     strata_assert(segment == segment_of(segment));
     memset(segment, 0, sizeof *segment);
+    /* The guard of a page's first slot right after the states. */
+    guard_set(segment_base(segment) + (1 + STATE_SLICES) * SLICE_SIZE);
     slices_name(segment, 0, SLICES_PER_SEGMENT, CLASS_NONE, 0);
     segment->free_mask = ALL_DATA_SLICES;
     atomic_store_explicit(&segment->owner, heap->owner_word, memory_order_relaxed);
@@ -288,6 +290,9 @@ struct page *page_new(struct heap *heap, unsigned class_index, bool may_map)
     page->block_size = class_size[class_index];
     page->reserved = (uint32_t)(length * SLICE_SIZE / page->block_size);
     strata_assert_cmp(page->reserved, >=, PAGE_CARVE_MIN_BLOCKS);
+    /* The guard of the first slot of a page above: the page's last word,
+     * its last slot's own once carved, else never carved. */
+    guard_set(page->start + length * SLICE_SIZE);
     return page;
 }
 
@@ -374,6 +379,8 @@ static STRATA_NOINLINE bool page_carve(struct page *page)
     char *first = page->start + (size_t)page->capacity * size;
     if (secure_has(SECURE_ZERO)) /* every block a thread pops reads as zero */
         memset(first, 0, count * size);
+    for (size_t i = 1; i <= count; i++) /* each slot's last word guards the next (block_guards.h) */
+        guard_set(first + i * size);
     if (secure_has(SECURE_RANDOM) && count > 1) {
         carve_shuffled(page, first, count);
     } else {

@@ -20,10 +20,11 @@
 
 #define MIB ((size_t)1 << 20)
 
-/* Small blocks of one size: 64 bytes, or 56 in the secure flavour, whose
- * 8-byte canary and 16-byte rounding would put a 64-byte block in an
- * 80-byte slot (docs/safety.md). */
-#define SMALL_SIZE (TEST_SECURE ? 56 : 64)
+/* Small blocks of one size: 64 bytes, or 112 in the secure flavour, whose
+ * 8-byte canary and 8-byte guard word would put a 64-byte block in an
+ * 80-byte slot and a 48-byte one in a 64-byte slot, a quarter of it theirs
+ * (docs/safety.md); 112 bytes fill a 128-byte slot but for an eighth. */
+#define SMALL_SIZE (TEST_SECURE ? 112 : 64)
 
 /* The blocks of a fill, linked through their first word, their size in
  * the second; each ends in a byte made from its size, checked when it is
