@@ -88,18 +88,26 @@ class Suite:
         # (table, rows, cases, key, whether more is faster).
         self.speed_tables = []
 
-    def measured(self, preload, name, what, measure):
+    def measured(self, preload, name, what, measure, may_leave_out=False):
         """measure()'s result. A run of another allocator than strata's that
         is killed by a signal is made again, up to CRASH_TRIES times, and the
         crash is listed under the tables: one crash of a peer should neither
-        end an hour's measurement nor go unsaid. strata's own crash ends
-        the run."""
+        end an hour's measurement nor go unsaid. A run that crashes every
+        time is left out (None) where the caller allows it, and said so;
+        strata's own crash ends the run."""
         for attempt in range(1, CRASH_TRIES + 1):
             try:
                 return measure()
             except harness.ProgramFailed as e:
-                if e.returncode >= 0 or preload in self.own_libraries or attempt == CRASH_TRIES:
+                if e.returncode >= 0 or preload in self.own_libraries:
                     raise
+                if attempt == CRASH_TRIES:
+                    if not may_leave_out:
+                        raise
+                    self.crashes.append("%s, %s: killed by %s %d times; left out" % (
+                        name, what, signal_name(-e.returncode), CRASH_TRIES))
+                    harness.progress("%s crashed %d times; left out" % (name, CRASH_TRIES))
+                    return None
                 self.crashes.append("%s, %s: %s killed by %s; measured again" % (
                     name, what, os.path.basename(str(e).split(" ", 1)[0]), signal_name(-e.returncode)))
                 harness.progress("%s crashed (%s); measuring it again" % (name, signal_name(-e.returncode)))
@@ -120,7 +128,8 @@ class Suite:
                                                                 label_of(case), name))
                     what = "%s %s, run %d" % (table, label_of(case), rep + 1)
                     for fields in self.measured(preload, name, what,
-                                                lambda: harness.run_program(command_of(case), preload, env)):
+                                                lambda: harness.run_program(command_of(case), preload, env),
+                                                may_leave_out=True) or []:
                         if "t_ms" in fields:
                             continue
                         fields.update(allocator=name, run=rep + 1, case=label_of(case))
@@ -129,7 +138,10 @@ class Suite:
         return rows
 
     def med(self, rows, name, case, key):
-        return harness.median([r[key] for r in rows if r["allocator"] == name and r["case"] == case])
+        """The median of the allocator's runs of the case; NaN where every
+        run was left out (crashed)."""
+        values = [r[key] for r in rows if r["allocator"] == name and r["case"] == case]
+        return harness.median(values) if any(v is not None for v in values) else float("nan")
 
     def ratio_table(self, rows, cases, key, fmt, names=None):
         """One row per allocator, one column per case: the median, and for the
@@ -140,7 +152,7 @@ class Suite:
             for case in cases:
                 value = self.med(rows, name, case, key)
                 text = fmt(value)
-                if name != "strata":
+                if name != "strata" and harness.paired_ratios(rows, name, "strata", case, key):
                     text += " (%.2fx)" % harness.paired_ratio(rows, name, "strata", case, key)
                 row.append(text)
             table.append(row)
@@ -897,8 +909,8 @@ def main():
     for table in wanted:
         report.append(getattr(suite, table)())
     if suite.crashes:
-        report.append("### runs that crashed\nKilled by a signal and measured again (the figures above are of the "
-                      "runs that ended):\n\n" + "".join("- %s\n" % crash for crash in suite.crashes))
+        report.append("### runs that crashed\nKilled by a signal and measured again, or left out after %d crashes "
+                      "(the figures above are of the runs that ended; nan where none did):\n\n" % CRASH_TRIES + "".join("- %s\n" % crash for crash in suite.crashes))
     text = "\n\n".join(report) + "\n"
     with open(os.path.join(args.out, "tables.md"), "w") as f:
         f.write(text)
