@@ -14,9 +14,11 @@
  * writes its first two words; its next hand-out checks the line again and
  * clears those two, so every block handed out reads as zero. (A check of
  * the whole slot at each hand-out took the threads table from 1.77 M to
- * 1.15 M operations a second: the rest is trusted to the free's zeros.) Pages are carved zeroed (segment.c), so every block a thread can
- * pop is. Large blocks keep their canary and a keyed size word in the
- * mapping (secure.c), and come zeroed. */
+ * 1.15 M operations a second: the rest is trusted to the free's zeros.)
+ * Pages are carved zeroed (segment.c), so every block a thread can pop is.
+ * Each small slot's last word guards the slot above (guard_set). Large
+ * blocks keep their canary and a keyed size word in the mapping
+ * (secure.c), and come zeroed. */
 #ifndef STRATA_BLOCK_GUARDS_H
 #define STRATA_BLOCK_GUARDS_H
 

@@ -9,8 +9,8 @@
  *   not taken back: every double free, told by the block's state alone),
  *   the canary checked (an overflow past the end is reported), the guard
  *   word before the block checked (a write before its start), the slot
- *   zeroed but for its own guard word and the block held in the thread's quarantine (free.c)
- *   before it is freed for real;
+ *   zeroed but for its own guard word and the block held in the thread's
+ *   quarantine (free.c) before it is freed for real;
  * - blocks of size 0 are slots of an inaccessible region (zero_size.c);
  * - blocks above the small classes are large mappings, each ending at a
  *   guard page, inaccessible once freed (large.c), zeroed when handed out.
@@ -34,8 +34,8 @@
 
 /* A small block of the class for `size` bytes: its first line checked zero
  * past the two words its free list wrote, which are cleared, so that it
- * reads as zero (its free zeroed the rest); its state and canary set. (The class's size is read once the allocation
- * has set strata up.) */
+ * reads as zero (its free zeroed the rest); its state and canary set.
+ * (The class's size is read once the allocation has set strata up.) */
 static void *handed_out(unsigned class_index, size_t size)
 {
     void *p = bin_pop(class_index);
