@@ -235,6 +235,14 @@ static void header_seal(const void *p, struct large_header *h)
     h->magic = large_magic(p, h);
 }
 
+/* The block at p now holds `asked` bytes, in place: its header says so,
+ * sealed again. */
+static void header_ask(const void *p, struct large_header *h, size_t asked)
+{
+    h->asked = asked;
+    header_seal(p, h);
+}
+
 /* The header of a block the registry holds with `map_size`, checked (heap
  * lock or not: only the block's own calls write it); a broken one is
  * reported. */
@@ -645,8 +653,7 @@ static void *realloc_by_remap(void *p, size_t size, size_t old_size, size_t new_
                   alignment);
     pthread_mutex_unlock(&large_lock);
     if (base == NULL && new_size < old_size) {
-        header_of(p)->asked = size; /* a shrink that could not give memory back still fits */
-        header_seal(p, header_of(p));
+        header_ask(p, header_of(p), size); /* a shrink that could not give memory back still fits */
         return p;
     }
     if (base == NULL) {
@@ -673,8 +680,7 @@ void *large_realloc(void *p, size_t size)
     struct large_header *quick = quick_header(p);
     if (quick != NULL && !strata_options.check &&
         stays(quick->map_size - quick->offset, quick->asked, size)) {
-        quick->asked = size;
-        header_seal(p, quick);
+        header_ask(p, quick, size);
         return p;
     }
     size_t page = os_page_size();
@@ -694,8 +700,7 @@ void *large_realloc(void *p, size_t size)
     size_t offset = header->offset;
     size_t exact = round_to_page(size + offset);
     if (stays(old_size - offset, header->asked, size)) {
-        header->asked = size;
-        header_seal(p, header);
+        header_ask(p, header, size);
         return p;
     }
     if (alignment > page && exact > old_size)
