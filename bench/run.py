@@ -152,8 +152,9 @@ class Suite:
             for case in cases:
                 value = self.med(rows, name, case, key)
                 text = fmt(value)
-                if name != "strata" and harness.paired_ratios(rows, name, "strata", case, key):
-                    text += " (%.2fx)" % harness.paired_ratio(rows, name, "strata", case, key)
+                ratios = harness.paired_ratios(rows, name, "strata", case, key) if name != "strata" else []
+                if ratios:
+                    text += " (%.2fx)" % harness.median(ratios)
                 row.append(text)
             table.append(row)
         return table
