@@ -115,6 +115,30 @@ static int double_free_thread(size_t size)
     return got_through("a block freed by another thread and then by its owner went unnoticed");
 }
 
+/* Another thread, one that allocates the size too, frees two of the
+ * owner's blocks and the first again: the freeing thread's cache, not the
+ * owner's, holds them. The thread says so itself, before its exit empties
+ * its cache. */
+static void *free_delayed_it(void *blocks)
+{
+    char **pq = blocks;
+    carry_on(strlen(pq[1]));
+    free(pq[0]);
+    free(pq[1]);
+    free(launder(pq[0]));
+    exit(got_through("another thread's free(p); free(q); free(p) went unnoticed"));
+}
+
+static int double_free_foreign(size_t size)
+{
+    char *pq[2] = {filled(size, 'a'), filled(size, 'b')};
+    pq[1][size - 1] = '\0'; /* its length tells the thread the size */
+    pthread_t thread;
+    pthread_create(&thread, NULL, free_delayed_it, pq);
+    pthread_join(thread, NULL);
+    return 2; /* not reached */
+}
+
 static int free_unaligned(size_t size)
 {
     char *p = filled(size, 'a');
@@ -457,6 +481,7 @@ static const struct kind {
     {"double-free-delayed", 1, double_free_delayed},
     {"double-free-later", 1, double_free_later},
     {"double-free-thread", 1, double_free_thread},
+    {"double-free-foreign", 1, double_free_foreign},
     {"free-unaligned", 1, free_unaligned},
     {"free-interior", 1, free_interior},
     {"free-never-allocated", 1, free_never_allocated},
