@@ -76,7 +76,7 @@ static STRATA_ALWAYS_INLINE void *alloc_fast(size_t size)
 
 /* The default flavour's free. Checks: the pointer lies in one of the
  * calling heap's own segments (heap_owns_segment_of); bin_push_in_segment's
- * (the start of a block the page has carved, not the bin's newest); the
+ * (the start of a block the page has carved, not free already); the
  * bin is within its limit. Anything else (a segment not among the heap's
  * own segments yet, NULL, a large block, another thread's block, a pointer
  * strata did not hand out, checked mode) is free_elsewhere's. */

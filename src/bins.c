@@ -393,7 +393,7 @@ void heap_bin_flush(struct heap *heap, struct bin *bin)
     unsigned c = (unsigned)(bin - heap->bins);
     if (heap->bin_drained_limit[c] != 0) {
         /* Draining: the one block the inline free just pushed (its link
-         * the empty bin's NULL, checked there against the bin's newest)
+         * the empty bin's NULL, checked there as every freed block is)
          * goes to its page with no walk, no clock and no aging. */
         strata_assert_cmp(bin->count, ==, 1);
         struct block *block = bin->head;
@@ -507,12 +507,10 @@ bool heap_keep_foreign(void *p)
 void heap_free_block(struct page *page, struct block *block)
 {
     /* Another live heap's small block, freed by a thread with a bin for
-     * it: cached without a read of the block, which the program left cold
-     * in another core's cache (the read was a quarter of a server's time,
-     * stalled on it). A second free of it is found as the owner's own
-     * inline free finds one: at once when it is the bin's newest, else by
-     * the allocation or flush that meets it the second time, its check
-     * word cleared by the first hand-out (layout.h, struct block). */
+     * it: cached, its two words read first as the owner's own inline free
+     * reads them, so that a second free of it is reported there, whichever
+     * list holds it (bins.h, bin_push). The read is a miss where the
+     * program left the block cold (docs/design.md, issue 35's section). */
     if (likely(heap_keep_foreign(block)))
         return;
     heap_free_unkept(page, block);

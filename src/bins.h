@@ -34,14 +34,16 @@ static STRATA_ALWAYS_INLINE void *bin_pop(unsigned class_index)
 }
 
 /* A free block onto a bin's list, counted; whether the bin is now past its
- * limit (the caller flushes it). The one check: the block is not the bin's
- * newest (a block freed twice in a row is reported at its second free; one
- * deeper in the list is found by the pop or flush that meets it again, its
- * check word cleared by its hand-out). The count is compared as computed:
- * read back after counter_set's atomic store, it would be loaded again. */
+ * limit (the caller flushes it). The one check: the block is not free
+ * already (its two words are not a free block's: block_is_free), which
+ * reports a double free at the free that makes it, whichever list holds
+ * the block (this bin, a page's free list, a remote list, another
+ * thread's bin), since every hand-out clears the check word. The count
+ * is compared as computed: read back after counter_set's atomic store, it
+ * would be loaded again. */
 static STRATA_ALWAYS_INLINE bool bin_push(struct bin *bin, struct block *block)
 {
-    if (unlikely(block == bin->head))
+    if (unlikely(block_is_free(block)))
         report_fatal("double free", block);
     block_set_next(block, bin->head);
     bin->head = block;

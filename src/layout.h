@@ -91,11 +91,12 @@ _Static_assert(MEDIUM_MAX_SLICES < SLICES_PER_SEGMENT, "a medium page fits a seg
  * Only block_set_next writes them, and block_next follows a link only when
  * the two agree, which a write after free (or a forged link) cannot arrange
  * without the secrets: it is reported before its pointer is used. Handing
- * a block out clears the second word (block_take), so a block freed twice
- * is caught when a list reaches it the second time. Whatever a program
- * writes into its blocks passes for a free block only if its first two
- * words xor to the block's address xor the second secret: never, but by a
- * chance of 2^-64. (With one secret, or none in the check, a program that
+ * a block out clears the second word (block_take), so a free that finds a
+ * free block's two words is a double free, reported at that free (bins.h,
+ * bin_push), and a list that reaches a block twice reports it too.
+ * Whatever a program writes into its blocks passes for a free block only
+ * if its first two words xor to the block's address xor the second
+ * secret: never, but by a chance of 2^-64. (With one secret, or none in the check, a program that
  * wrote a byte of the first word, or a small number into the second, would
  * pass now and then.) */
 struct block {
@@ -119,7 +120,9 @@ static inline uintptr_t block_tag(const struct block *b)
 /* Free on any list: a bin, a page's free list, a page's remote list. */
 static inline bool block_is_free(const struct block *b)
 {
-    return block_tag(b) == 0;
+    /* Grouped as block_set_next groups its words, so that a free's test and
+     * its new check word share the address's xor with the secret. */
+    return (b->link ^ b->check) == ((uintptr_t)b ^ block_secret.check);
 }
 
 static inline bool is_segment_pointer(const void *p);
@@ -140,7 +143,7 @@ static inline void block_set_next(struct block *b, const struct block *next)
 {
     uintptr_t link = (uintptr_t)next ^ block_secret.link;
     b->link = link;
-    b->check = link ^ (uintptr_t)b ^ block_secret.check;
+    b->check = link ^ ((uintptr_t)b ^ block_secret.check);
 }
 
 /* The block leaves the free lists for its caller. */
