@@ -54,7 +54,8 @@ enum secure_protection {
     SECURE_LARGE_GUARD = 16, /* large blocks end at a guard page; freed ones inaccessible */
     SECURE_META_GUARD = 32, /* a guard page before each segment's header */
     SECURE_PATHS = 64,      /* the secure flavour's own paths, with whatever of the above */
-    SECURE_ALL = 127,
+    SECURE_SLICE_GUARD = 128, /* a segment's free slices and unused block states inaccessible */
+    SECURE_ALL = 255,
 };
 #if defined(STRATA_SECURE) && STRATA_SECURE
 #define STRATA_SECURE_BUILD 1

@@ -79,7 +79,13 @@ void purge_slices(struct segment *segment, uint64_t slices)
                                                   : (unsigned)__builtin_ctzll(~shifted);
         strata_assert_cmp(first + length, <=, SLICES_PER_SEGMENT);
         strata_assert(first != 0); /* slice 0 is the header's */
-        os_purge(segment_base(segment) + (size_t)first * SLICE_SIZE, (size_t)length * SLICE_SIZE);
+        char *start = segment_base(segment) + (size_t)first * SLICE_SIZE;
+        os_purge(start, (size_t)length * SLICE_SIZE);
+        /* Closed until a page takes them again (segment.c, page_open); left
+         * open if the system refuses (too many mappings): only that
+         * protection is lost, and opening them again is harmless. */
+        if (secure_has(SECURE_SLICE_GUARD))
+            (void)os_protect(start, (size_t)length * SLICE_SIZE, false);
         if (STRATA_SECURE_BUILD)
             purge_states(segment, first, length);
         slices &= length == 64 ? 0 : ~((((uint64_t)1 << length) - 1) << first);

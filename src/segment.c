@@ -104,6 +104,47 @@ static void segment_unlink(struct segment **head, struct segment *segment)
     segment->next = segment->prev = NULL;
 }
 
+/* ---- the secure flavour's closed slices (SECURE_SLICE_GUARD) -------------
+ * A segment's free slices once purged (purge.c), or never used, and the
+ * block states no page has used yet, are inaccessible: a write far from a
+ * block (1 MiB past its end, or before its start) faults unless it lands
+ * in another page in use, or in free slices not yet given back. A page
+ * taken from such slices opens them; the OS pages of its states open the
+ * first time a page needs them and stay open (shared with other pages'
+ * states; a given-back page's are all 0). The last OS page of the states
+ * stays open for the guard word there. Slices freed and taken again before
+ * the purge (a program's churn) make no system call. */
+#define STATES_OPEN_BITS (8 * sizeof(((struct segment *)0)->states_open))
+_Static_assert(STATE_REGION_BYTES / 4096 <= STATES_OPEN_BITS, "a bit for each OS page of the states");
+
+/* Opens what a page of `length` slices from slice `first` of the class
+ * needs: its slices when `closed`, and its block states' OS pages not yet
+ * opened; false when the system refuses. */
+static bool page_open(struct segment *segment, unsigned first, size_t length, unsigned class_index, bool closed)
+{
+    if (!secure_has(SECURE_SLICE_GUARD))
+        return true;
+    char *start = segment_base(segment) + (size_t)first * SLICE_SIZE;
+    size_t bytes = length * SLICE_SIZE;
+    if (class_index < CLASS_COUNT) {
+        size_t slot = class_size[class_index];
+        uintptr_t os_page = os_page_size();
+        uintptr_t region = (uintptr_t)segment_base(segment) + SLICE_SIZE;
+        size_t from = ((uintptr_t)block_state(start, slot) - region) / os_page;
+        size_t to = ((uintptr_t)(block_state(start + bytes - 1, slot) + 1) - region + os_page - 1) / os_page;
+        bool all_open = true;
+        for (size_t k = from; k < to && all_open; k++)
+            all_open = (segment->states_open[k / 64] >> (k % 64)) & 1;
+        if (!all_open) {
+            if (!os_protect((void *)(region + from * os_page), (to - from) * os_page, true))
+                return false;
+            for (size_t k = from; k < to; k++)
+                segment->states_open[k / 64] |= (uint64_t)1 << (k % 64);
+        }
+    }
+    return !closed || os_protect(start, bytes, true);
+}
+
 static struct segment *segment_new(struct heap *heap)
 {
     pthread_mutex_lock(&cache_lock);
@@ -130,6 +171,13 @@ static struct segment *segment_new(struct heap *heap)
          * kept while the segment is mapped, cached or not. */
         if (secure_has(SECURE_META_GUARD) && os_page_size() == SEGMENT_GUARD_BYTES &&
             !os_protect(base, SEGMENT_GUARD_BYTES, false)) {
+            os_unreserve(base, SEGMENT_SIZE);
+            return NULL;
+        }
+        size_t pages_from = (size_t)(1 + STATE_SLICES) * SLICE_SIZE;
+        if (secure_has(SECURE_SLICE_GUARD) &&
+            (!os_protect(base + SLICE_SIZE, STATE_REGION_BYTES - os_page_size(), false) ||
+             !os_protect(base + pages_from, SEGMENT_SIZE - pages_from, false))) {
             os_unreserve(base, SEGMENT_SIZE);
             return NULL;
         }
@@ -266,7 +314,10 @@ static struct page *page_take(struct heap *heap, size_t length, unsigned class_i
     strata_assert(starts != 0);
     unsigned first = (unsigned)__builtin_ctzll(starts);
     strata_assert_cmp(first + length, <=, SLICES_PER_SEGMENT);
+
     uint64_t run = (length == 64 ? ~(uint64_t)0 : (((uint64_t)1 << length) - 1)) << first;
+    if (!page_open(segment, first, length, class_index, (run & ~segment->dirty_mask) != 0))
+        return NULL;
     slices_claim(heap, segment, run);
     segment->pages_in_use++;
     slices_name(segment, first, (unsigned)length, class_index, first);
