@@ -17,7 +17,7 @@ API_REALNAME := libstrata-api.so.$(VERSION)
 # docs/safety.md, "Secure flavour" (SECURE_SET: a subset, to measure one at a time).
 SECURE_SONAME := libstrata-secure.so.$(ABI_VERSION)
 SECURE_REALNAME := libstrata-secure.so.$(VERSION)
-SECURE_SET ?= 255
+SECURE_SET ?= 127
 
 PREFIX ?= /usr/local
 LIBDIR ?= $(PREFIX)/lib

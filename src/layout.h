@@ -256,8 +256,8 @@ struct segment {
     uint32_t pages_in_use;
     uint32_t purging;            /* abandoned: purges running outside the lock */
     /* The secure flavour's OS pages of block states opened (segment.c,
-     * SECURE_SLICE_GUARD), a bit each; a page of the region may be open
-     * with its bit clear, never closed with it set. */
+     * "closed slices"), a bit each; a page of the region may be open with
+     * its bit clear, never closed with it set. */
     uint64_t states_open[4];
     /* One line of these is all of the header a local free reads (the owner
      * word too, when the segment is not among the heap's own segments). */

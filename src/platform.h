@@ -54,8 +54,7 @@ enum secure_protection {
     SECURE_LARGE_GUARD = 16, /* large blocks end at a guard page; freed ones inaccessible */
     SECURE_META_GUARD = 32, /* a guard page before each segment's header */
     SECURE_PATHS = 64,      /* the secure flavour's own paths, with whatever of the above */
-    SECURE_SLICE_GUARD = 128, /* a segment's free slices and unused block states inaccessible */
-    SECURE_ALL = 255,
+    SECURE_ALL = 127,
 };
 #if defined(STRATA_SECURE) && STRATA_SECURE
 #define STRATA_SECURE_BUILD 1
@@ -65,5 +64,11 @@ enum secure_protection {
 #define STRATA_SECURE_SET 0
 #endif
 #define secure_has(protection) ((STRATA_SECURE_SET & (protection)) != 0)
+
+/* Both flavours: a segment's free slices once given back to the OS, and
+ * slices never used, are inaccessible (segment.c, "closed slices"), so a
+ * write far from a block faults as glibc's would outside its heap. 0
+ * builds the measure of what closing them costs. */
+#define CLOSED_SLICES 1
 
 #endif /* STRATA_PLATFORM_H */

@@ -84,7 +84,7 @@ void purge_slices(struct segment *segment, uint64_t slices)
         /* Closed until a page takes them again (segment.c, page_open); left
          * open if the system refuses (too many mappings): only that
          * protection is lost, and opening them again is harmless. */
-        if (secure_has(SECURE_SLICE_GUARD))
+        if (CLOSED_SLICES)
             (void)os_protect(start, (size_t)length * SLICE_SIZE, false);
         if (STRATA_SECURE_BUILD)
             purge_states(segment, first, length);

@@ -104,16 +104,17 @@ static void segment_unlink(struct segment **head, struct segment *segment)
     segment->next = segment->prev = NULL;
 }
 
-/* ---- the secure flavour's closed slices (SECURE_SLICE_GUARD) -------------
- * A segment's free slices once purged (purge.c), or never used, and the
- * block states no page has used yet, are inaccessible: a write far from a
- * block (1 MiB past its end, or before its start) faults unless it lands
- * in another page in use, or in free slices not yet given back. A page
- * taken from such slices opens them; the OS pages of its states open the
- * first time a page needs them and stay open (shared with other pages'
- * states; a given-back page's are all 0). The last OS page of the states
- * stays open for the guard word there. Slices freed and taken again before
- * the purge (a program's churn) make no system call. */
+/* ---- closed slices (CLOSED_SLICES) ---------------------------------------
+ * A segment's free slices once purged (purge.c), or never used, and in the
+ * secure flavour the block states no page has used yet, are inaccessible:
+ * a write far from a block (1 MiB past its end, or before its start)
+ * faults unless it lands in another page in use, or in free slices not yet
+ * given back. A page taken from such slices, or a medium page grown into
+ * them, opens them; the OS pages of a page's states open the first time a
+ * page needs them and stay open (shared with other pages' states; a
+ * given-back page's are all 0). The last OS page of the states stays open
+ * for the guard word there. Slices freed and taken again before the purge
+ * (a program's churn) make no system call. */
 #define STATES_OPEN_BITS (8 * sizeof(((struct segment *)0)->states_open))
 _Static_assert(STATE_REGION_BYTES / 4096 <= STATES_OPEN_BITS, "a bit for each OS page of the states");
 
@@ -122,11 +123,11 @@ _Static_assert(STATE_REGION_BYTES / 4096 <= STATES_OPEN_BITS, "a bit for each OS
  * opened; false when the system refuses. */
 static bool page_open(struct segment *segment, unsigned first, size_t length, unsigned class_index, bool closed)
 {
-    if (!secure_has(SECURE_SLICE_GUARD))
+    if (!CLOSED_SLICES)
         return true;
     char *start = segment_base(segment) + (size_t)first * SLICE_SIZE;
     size_t bytes = length * SLICE_SIZE;
-    if (class_index < CLASS_COUNT) {
+    if (STRATA_SECURE_BUILD && class_index < CLASS_COUNT) {
         size_t slot = class_size[class_index];
         uintptr_t os_page = os_page_size();
         uintptr_t region = (uintptr_t)segment_base(segment) + SLICE_SIZE;
@@ -175,8 +176,8 @@ static struct segment *segment_new(struct heap *heap)
             return NULL;
         }
         size_t pages_from = (size_t)(1 + STATE_SLICES) * SLICE_SIZE;
-        if (secure_has(SECURE_SLICE_GUARD) &&
-            (!os_protect(base + SLICE_SIZE, STATE_REGION_BYTES - os_page_size(), false) ||
+        if (CLOSED_SLICES &&
+            ((STRATA_SECURE_BUILD && !os_protect(base + SLICE_SIZE, STATE_REGION_BYTES - os_page_size(), false)) ||
              !os_protect(base + pages_from, SEGMENT_SIZE - pages_from, false))) {
             os_unreserve(base, SEGMENT_SIZE);
             return NULL;
@@ -383,7 +384,12 @@ bool page_grow_medium(struct heap *heap, struct page *page, size_t size)
     if (first + length > SLICES_PER_SEGMENT)
         return false;
     uint64_t run = (((uint64_t)1 << (length - page->slice_count)) - 1) << (first + page->slice_count);
-    if ((segment->free_mask & run) != run || !prefix_charge(segment, page->start, length * SLICE_SIZE))
+    if ((segment->free_mask & run) != run)
+        return false;
+    if ((run & ~segment->dirty_mask) != 0 &&
+        !page_open(segment, first + page->slice_count, length - page->slice_count, CLASS_MEDIUM, true))
+        return false;
+    if (!prefix_charge(segment, page->start, length * SLICE_SIZE))
         return false;
     slices_claim(heap, segment, run);
     slices_name(segment, first + page->slice_count, (unsigned)(length - page->slice_count), CLASS_MEDIUM, first);
