@@ -97,7 +97,7 @@ help:
 	@echo '  test-tsan      the threaded tests under ThreadSanitizer, in build-tsan'
 	@echo '  fuzz           the differential fuzzer at length (FUZZ_STEPS, FUZZ_SEEDS)'
 	@echo '  bench          strata beside every allocator installed and those of BENCH_ALLOCATORS'
-	@echo '                 (about 19 minutes on 2 cores; 24 with the three peers of bench/README.md)'
+	@echo '                 (20 to 25 minutes on 2 cores; about 45 with the six peers of bench/README.md)'
 	@echo '  bench-full     the same with more sizes and runs, redis on every allocator (about 1 h 45 min;'
 	@echo '                 2 h 30 min with the peers)'
 	@echo '  bench-deps     install the Debian packages the benchmarks compare against'
