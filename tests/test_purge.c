@@ -95,6 +95,56 @@ static int states(void)
     return 0;
 }
 
+/* The access /proc/self/maps gives the mapping holding p: "rw", "--"
+ * (none), or "?" when no mapping holds it. */
+static void mapping_access(const void *p, char access[3])
+{
+    strcpy(access, "?");
+    FILE *maps = fopen("/proc/self/maps", "r");
+    if (maps == NULL)
+        return;
+    char line[512];
+    while (fgets(line, sizeof line, maps) != NULL) {
+        unsigned long start, end;
+        char perms[5];
+        if (sscanf(line, "%lx-%lx %4s", &start, &end, perms) == 3 && (uintptr_t)p >= start &&
+            (uintptr_t)p < end) {
+            access[0] = perms[0];
+            access[1] = perms[1];
+            access[2] = '\0';
+            break;
+        }
+    }
+    fclose(maps);
+}
+
+/* A page's slices once given back are closed (segment.c, closed slices),
+ * and open again when pages take them: every new block is written. */
+static int closed(void)
+{
+    enum { COUNT = 20000 }; /* 1.3 MB of 64-byte blocks: many pages */
+    void **blocks = strata_malloc(COUNT * sizeof *blocks);
+    for (size_t i = 0; i < COUNT; i++)
+        blocks[i] = strata_malloc(64);
+    char *first = blocks[0]; /* its page is not the class's current one */
+    char before[3], after[3], again[3];
+    mapping_access(first, before);
+    for (size_t i = 0; i < COUNT; i++)
+        strata_free(blocks[i]);
+    strata_trim();
+    mapping_access(first, after);
+    for (size_t i = 0; i < COUNT; i++) {
+        blocks[i] = strata_malloc(64);
+        memset(blocks[i], 1, 64);
+    }
+    mapping_access(first, again);
+    printf("before=%s after=%s again=%s\n", before, after, again);
+    for (size_t i = 0; i < COUNT; i++)
+        strata_free(blocks[i]);
+    strata_free(blocks);
+    return 0;
+}
+
 /* The other cases start from strata in place and this resident size. */
 static size_t started(void)
 {
@@ -467,6 +517,7 @@ static int idle_owner(void)
 static const struct check_case cases[] = {
     {"idle-owner", idle_owner},
     {"states", states},
+    {"closed", closed},
     {"quiet", quiet_after_burst},
     {"delay0", burst_freed},
     {"trim", trim},
@@ -555,6 +606,16 @@ static void test_states(void)
      * its 64 slices, have theirs resident. */
     CHECK_CMP(field(o.output, "states_before="), >=, 40);
     CHECK_CMP(field(o.output, "states_after="), <=, 2);
+}
+
+/* Free slices given back are inaccessible, and open again when used. */
+static void test_closed_slices(void)
+{
+    struct outcome o = check_spawn("closed", "STRATA_BACKGROUND_PURGE=0");
+    CHECK(exited_cleanly(&o));
+    CHECK(strstr(o.output, "before=rw") != NULL);
+    CHECK(strstr(o.output, "after=--") != NULL);
+    CHECK(strstr(o.output, "again=rw") != NULL);
 }
 
 /* The limit refuses past 64 MB, and recovers once memory is freed. */
@@ -848,6 +909,7 @@ static const struct check_test tests[] = {
     {"delay0", test_delay0},
     {"trim", test_trim},
     {"states", test_states},
+    {"closed_slices", test_closed_slices},
     {"limit", test_limit},
     {"stats", test_stats},
     {"show_stats", test_show_stats},
