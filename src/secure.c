@@ -142,21 +142,17 @@ static size_t small_slot(const void *p)
 
 /* Whether the word before a small block at p is a guard its free may
  * check: p is not its page's first slot (the slot before is carved, its
- * last word written then), or the calling thread owns the segment, which
- * no other thread then changes the pages of, and what lies below the page
- * is a small page in use or the block states, whose last word was written
- * when it was made. */
+ * last word written then), or the page lies right above the block states,
+ * whose last word was written when the segment was made and stays. The
+ * first slot of a page above another page is not checked: the purger may
+ * give that page back while its owner sleeps, and a free by the waking
+ * owner would read a word gone back to the OS (zero, or a closed slice). */
 static bool front_guarded(const void *p, size_t slot)
 {
     const struct segment *segment = segment_of(p);
     uint32_t offset = (uint32_t)((uintptr_t)p & SEGMENT_MASK);
     const struct slice *slice = &segment->slices[offset >> SLICE_SHIFT];
-    if (slice_page_offset(slice, offset) >= slot)
-        return true;
-    if (atomic_load_explicit(&segment->owner, memory_order_relaxed) != (uintptr_t)thread_heap)
-        return false;
-    unsigned below = (unsigned)slice->page_slice - 1;
-    return below == STATE_SLICES || segment->slices[below].class_index < CLASS_COUNT;
+    return slice_page_offset(slice, offset) >= slot || (unsigned)slice->page_slice - 1 == STATE_SLICES;
 }
 
 /* A live block's usable size (its end: a large block's size asked, a small
