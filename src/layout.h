@@ -96,9 +96,9 @@ _Static_assert(MEDIUM_MAX_SLICES < SLICES_PER_SEGMENT, "a medium page fits a seg
  * bin_push), and a list that reaches a block twice reports it too.
  * Whatever a program writes into its blocks passes for a free block only
  * if its first two words xor to the block's address xor the second
- * secret: never, but by a chance of 2^-64. (With one secret, or none in the check, a program that
- * wrote a byte of the first word, or a small number into the second, would
- * pass now and then.) */
+ * secret: never, but by a chance of 2^-64. (With one secret, or none in
+ * the check, a program that wrote a byte of the first word, or a small
+ * number into the second, would pass now and then.) */
 struct block {
     uintptr_t link;
     uintptr_t check;
@@ -112,17 +112,18 @@ static inline struct block *block_link(const struct block *b)
     return (struct block *)(b->link ^ block_secret.link);
 }
 
+/* 0 for a free block. Grouped as block_set_next groups its words, so that
+ * a free's test and its new check word share the address's xor with the
+ * secret. */
 static inline uintptr_t block_tag(const struct block *b)
 {
-    return b->link ^ b->check ^ (uintptr_t)b ^ block_secret.check;
+    return (b->link ^ b->check) ^ ((uintptr_t)b ^ block_secret.check);
 }
 
 /* Free on any list: a bin, a page's free list, a page's remote list. */
 static inline bool block_is_free(const struct block *b)
 {
-    /* Grouped as block_set_next groups its words, so that a free's test and
-     * its new check word share the address's xor with the secret. */
-    return (b->link ^ b->check) == ((uintptr_t)b ^ block_secret.check);
+    return block_tag(b) == 0;
 }
 
 static inline bool is_segment_pointer(const void *p);

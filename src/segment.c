@@ -118,13 +118,15 @@ static void segment_unlink(struct segment **head, struct segment *segment)
 #define STATES_OPEN_BITS (8 * sizeof(((struct segment *)0)->states_open))
 _Static_assert(STATE_REGION_BYTES / 4096 <= STATES_OPEN_BITS, "a bit for each OS page of the states");
 
-/* Opens what a page of `length` slices from slice `first` of the class
- * needs: its slices when `closed`, and its block states' OS pages not yet
- * opened; false when the system refuses. */
-static bool page_open(struct segment *segment, unsigned first, size_t length, unsigned class_index, bool closed)
+/* Opens what a page of `length` free slices from slice `first` of the
+ * class needs: those slices when any is closed (not dirty), and its block
+ * states' OS pages not yet opened; false when the system refuses. */
+static bool page_open(struct segment *segment, unsigned first, size_t length, unsigned class_index)
 {
     if (!CLOSED_SLICES)
         return true;
+    uint64_t run = (length == 64 ? ~(uint64_t)0 : (((uint64_t)1 << length) - 1)) << first;
+    bool closed = (run & ~segment->dirty_mask) != 0;
     char *start = segment_base(segment) + (size_t)first * SLICE_SIZE;
     size_t bytes = length * SLICE_SIZE;
     if (STRATA_SECURE_BUILD && class_index < CLASS_COUNT) {
@@ -315,10 +317,9 @@ static struct page *page_take(struct heap *heap, size_t length, unsigned class_i
     strata_assert(starts != 0);
     unsigned first = (unsigned)__builtin_ctzll(starts);
     strata_assert_cmp(first + length, <=, SLICES_PER_SEGMENT);
-
-    uint64_t run = (length == 64 ? ~(uint64_t)0 : (((uint64_t)1 << length) - 1)) << first;
-    if (!page_open(segment, first, length, class_index, (run & ~segment->dirty_mask) != 0))
+    if (!page_open(segment, first, length, class_index))
         return NULL;
+    uint64_t run = (length == 64 ? ~(uint64_t)0 : (((uint64_t)1 << length) - 1)) << first;
     slices_claim(heap, segment, run);
     segment->pages_in_use++;
     slices_name(segment, first, (unsigned)length, class_index, first);
@@ -384,12 +385,9 @@ bool page_grow_medium(struct heap *heap, struct page *page, size_t size)
     if (first + length > SLICES_PER_SEGMENT)
         return false;
     uint64_t run = (((uint64_t)1 << (length - page->slice_count)) - 1) << (first + page->slice_count);
-    if ((segment->free_mask & run) != run)
-        return false;
-    if ((run & ~segment->dirty_mask) != 0 &&
-        !page_open(segment, first + page->slice_count, length - page->slice_count, CLASS_MEDIUM, true))
-        return false;
-    if (!prefix_charge(segment, page->start, length * SLICE_SIZE))
+    if ((segment->free_mask & run) != run ||
+        !page_open(segment, first + page->slice_count, length - page->slice_count, CLASS_MEDIUM) ||
+        !prefix_charge(segment, page->start, length * SLICE_SIZE))
         return false;
     slices_claim(heap, segment, run);
     slices_name(segment, first + page->slice_count, (unsigned)(length - page->slice_count), CLASS_MEDIUM, first);
