@@ -93,8 +93,9 @@ size_t strata_usable_size(const void *ptr);
 
 /* ---- Memory back to the OS, statistics ---------------------------------
  * Free memory goes back to the OS after it has been unused for a purge delay
- * (STRATA_PURGE_DELAY_MS, 10 ms by default), checked on the allocator's slow
- * paths and, once a heap holds 4 MiB of free pages, by a purger thread
+ * (STRATA_PURGE_DELAY_MS, 10 ms by default; stretched up to 32 times while
+ * the program takes back soon what went back), checked on the allocator's
+ * slow paths and, once a heap holds 4 MiB of free pages, by a purger thread
  * (STRATA_BACKGROUND_PURGE). */
 
 /* Returns everything that can be returned now: the calling thread's cached

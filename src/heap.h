@@ -111,6 +111,14 @@ struct heap {
     uint64_t slow_calls, slow_calls_seen;
     size_t dirty_slices;
     uint64_t purge_epoch;                /* time of the last purge check */
+    /* The purge delay's stretch (purge_policy.c): the heap waits the
+     * option's delay << purge_stretch. Slices its aged purges gave back and
+     * slices its pages took back within PURGE_RETAKE_WINDOW of their purge,
+     * both halved at each purge check; purge checks in a row that purged
+     * and saw nothing taken back. */
+    uint8_t purge_stretch;
+    uint8_t purge_calm_checks;
+    uint32_t slices_purged, slices_retaken;
     uint64_t refills;                    /* debug build: refills since the last full check */
     struct heap *next_free;              /* the heap pool's free list (pool lock) */
     _Atomic(struct heap *) next_all;     /* every heap ever made; never unlinked */
@@ -173,9 +181,10 @@ void heap_fork_child(void);
 void heap_debug_refill(struct heap *heap);
 
 /* purge_policy.c */
-/* Purges the slices that have stayed free since the last check, once a
- * delay has passed since it, or everything past the dirty limit; asks for
- * the purger thread when the heap holds enough (heap lock held). */
+/* Purges the slices that have stayed free since the last check, once the
+ * heap's delay (the option's, stretched: purge_policy.c) has passed since
+ * it, or everything past the dirty limit; asks for the purger thread when
+ * the heap holds enough (heap lock held). */
 void heap_maybe_purge(struct heap *heap);
 /* Purges every dirty slice of the heap now (heap lock held). */
 void heap_purge_dirty(struct heap *heap);

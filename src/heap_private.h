@@ -43,6 +43,9 @@ void heap_bind_thread(struct heap *heap);
 void heap_unbind_thread(void);
 
 /* ---- purge_policy.c ------------------------------------------------------- */
+/* The purger's purge of slices an idle owner's pages gave back (heap lock
+ * held): at once, unless the heap's delay is stretched. */
+void heap_purge_released_idle(struct heap *heap);
 /* The purger's purge of one heap (heap lock held): its aged free slices,
  * unless the owner checked lately. */
 void heap_purge_idle(struct heap *heap);

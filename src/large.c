@@ -296,6 +296,27 @@ struct cached_mapping {
 static struct cached_mapping cache[CACHE_SLOTS];
 static size_t cache_count, cache_bytes;
 
+/* The cache's delay stretches as a heap's does (purge_policy.c, layout.h):
+ * a mapping made, for want of a cached one, within the longest delay of an
+ * expiry that dropped one at least as large doubles the time mappings stay
+ * cached (up to PURGE_STRETCH_MAX doublings); PURGE_CALM_CHECKS expiries in
+ * a row with no such mapping between them halve it again. */
+static unsigned cache_stretch, cache_calm_expiries;
+static uint64_t expired_at;     /* the last expiry that dropped a mapping */
+static size_t expired_largest;  /* the largest it dropped, 0 once one is mapped again */
+
+/* A mapping of map_size bytes is being made: was one dropped too soon? */
+static void cache_missed(size_t map_size)
+{
+    uint64_t window = strata_options.purge_delay_ns << PURGE_STRETCH_MAX;
+    if (expired_largest >= map_size && os_now_ns() - expired_at < window) {
+        if (cache_stretch < PURGE_STRETCH_MAX)
+            cache_stretch++;
+        cache_calm_expiries = 0;
+        expired_largest = 0;
+    }
+}
+
 static void cache_remove(size_t i)
 {
     cache_bytes -= cache[i].map_size;
@@ -307,14 +328,27 @@ static void cache_remove(size_t i)
 static size_t cache_expire(struct cached_mapping *out, bool all)
 {
     uint64_t now = os_now_ns();
-    size_t n = 0;
+    uint64_t delay = (2 * strata_options.purge_delay_ns) << cache_stretch;
+    size_t n = 0, largest = 0;
     for (size_t i = 0; i < cache_count;) {
-        if (all || now - cache[i].freed_at >= 2 * strata_options.purge_delay_ns) {
+        if (all || now - cache[i].freed_at >= delay) {
+            if (cache[i].map_size > largest)
+                largest = cache[i].map_size;
             out[n++] = cache[i];
             cache_remove(i);
         } else {
             i++;
         }
+    }
+    if (n != 0 && !all) {
+        /* Still set: nothing was mapped again since the last expiry. */
+        if (expired_largest != 0 && ++cache_calm_expiries >= PURGE_CALM_CHECKS) {
+            if (cache_stretch > 0)
+                cache_stretch--;
+            cache_calm_expiries = 0;
+        }
+        expired_at = now;
+        expired_largest = largest;
     }
     return n;
 }
@@ -465,6 +499,8 @@ void *large_alloc(size_t size, size_t alignment, bool zero)
         base = cache_take(map_size, 2 * map_size, &map_size);
         if (base == NULL)
             base = cache_take_resizable(map_size, &resize_from); /* leaves resize_from 0 if none */
+        if (base == NULL)
+            cache_missed(map_size);
         /* A larger one is split: its tail stays cached, resident, as a
          * mapping of its own, where shrinking it would give the pages back. */
         if (resize_from > map_size) {

@@ -41,6 +41,14 @@ _Static_assert(SMALL_MAX * 4 <= (SLICES_PER_SEGMENT - 1) * SLICE_SIZE,
  * holding PURGER_WANTED_SLICES free slices (4 MiB) asks for the purger
  * thread (STRATA_BACKGROUND_PURGE=2). */
 #define HEAP_DIRTY_LIMIT 512
+/* A heap whose purged slices its pages take back within the longest delay
+ * (the option's << PURGE_STRETCH_MAX) of their purge, PURGE_RETAKEN_MIN of
+ * them and an eighth of what it purged lately, doubles its delay, up to
+ * that longest; PURGE_CALM_CHECKS purge checks in a row that purged and
+ * saw nothing taken back halve it again (purge_policy.c). */
+#define PURGE_STRETCH_MAX 5
+#define PURGE_RETAKEN_MIN 4
+#define PURGE_CALM_CHECKS 8
 #define PURGER_WANTED_SLICES 64
 /* A heap parked at thread exit keeps up to this many free slices (1 MiB)
  * resident for the next thread; one holding more purges them all first, so
@@ -253,6 +261,11 @@ struct segment {
     uint64_t free_mask;          /* slices not in a page */
     uint64_t dirty_mask;         /* free slices that may still be resident */
     uint64_t aging_mask;         /* dirty since the heap's last purge check */
+    /* Free slices the purge policy gave back since a page last took them,
+     * and when it last did (purge_policy.c: memory taken back soon after its
+     * purge stretches the heap's delay). A subset of free_mask. */
+    uint64_t purged_mask;
+    uint64_t purged_at;
     struct segment *next, *prev; /* owner heap's list, the abandoned list, or the cache */
     uint32_t pages_in_use;
     uint32_t purging;            /* abandoned: purges running outside the lock */

@@ -191,8 +191,9 @@ void heap_reclaim_idle(struct heap *heap)
     /* An owner that took no slow path for a whole round may sleep for
      * long: what other threads freed to it, and its empty current pages,
      * go back to its segments now, and to the OS at once, since the
-     * program freed them a round ago at least. (A busy owner does both
-     * itself.) */
+     * program freed them a round ago at least, unless its phases have
+     * been taking back what its purges gave (purge_policy.c). (A busy
+     * owner does both itself.) */
     if (heap->slow_calls == heap->slow_calls_seen) {
         if (!atomic_load_explicit(&heap->idle, memory_order_relaxed))
             atomic_store_explicit(&heap->idle, true, memory_order_relaxed);
@@ -200,7 +201,7 @@ void heap_reclaim_idle(struct heap *heap)
         heap_collect_remote(heap);
         current_release_empty(heap);
         if (heap->dirty_slices > dirty)
-            heap_purge_dirty(heap);
+            heap_purge_released_idle(heap);
     }
     heap->slow_calls_seen = heap->slow_calls;
     heap_purge_idle(heap);

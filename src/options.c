@@ -33,7 +33,7 @@ static long check_value, verbose_value, show_stats_value, thp_value;
 
 static const struct option_row rows[] = {
     {"STRATA_PURGE_DELAY_MS", 10, 0, 3600000, &strata_options.purge_delay_ms,
-     "free memory unused for this long goes back to the OS (0: at once)", NULL},
+     "free memory unused for this long goes back to the OS (0: at once); a heap or the large-block cache whose memory is taken back soon after it went stretches its own delay, up to 32 times", NULL},
     {"STRATA_BACKGROUND_PURGE", BACKGROUND_PURGE_AUTO, BACKGROUND_PURGE_NEVER, BACKGROUND_PURGE_AUTO, &strata_options.background_purge,
      "purger thread: 0 never, 1 from the start, 2 once there is something for it (a heap holding 4 MiB free, "
      "an exited thread's heap, a freed large block, a block freed to another thread)", NULL},

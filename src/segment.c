@@ -267,14 +267,22 @@ size_t class_slices(unsigned class_index)
     return (size * 4 + SLICE_SIZE - 1) / SLICE_SIZE;
 }
 
-/* The run of free slices leaves the segment's free, dirty and aging masks,
- * and the heap's count of dirty slices (its charges stay: os.h). */
+/* The run of free slices leaves the segment's free, dirty, aging and purged
+ * masks, and the heap's count of dirty slices (its charges stay: os.h);
+ * purged slices taken back soon count for the heap's purge policy. */
 static void slices_claim(struct heap *heap, struct segment *segment, uint64_t run)
 {
     heap->dirty_slices -= (size_t)__builtin_popcountll(segment->dirty_mask & run);
     segment->free_mask &= ~run;
     segment->dirty_mask &= ~run;
     segment->aging_mask &= ~run;
+    uint64_t retaken = segment->purged_mask & run;
+    if (unlikely(retaken != 0)) {
+        segment->purged_mask &= ~run;
+        uint64_t window = strata_options.purge_delay_ns << PURGE_STRETCH_MAX;
+        if (os_now_ns() - segment->purged_at < window)
+            heap->slices_retaken += (uint32_t)__builtin_popcountll(retaken);
+    }
 }
 
 /* Takes a run of `length` free slices from the heap's segments (resident
@@ -760,6 +768,10 @@ const char *segment_check(const struct segment *s, uintptr_t owner_word)
     if ((s->aging_mask & ~s->dirty_mask) != 0)
         return BROKEN("segment %p: aging slices %#llx not all dirty (%#llx)", (const void *)s,
                       (unsigned long long)s->aging_mask, (unsigned long long)s->dirty_mask);
+    if ((s->purged_mask & ~(s->free_mask & ~s->dirty_mask)) != 0)
+        return BROKEN("segment %p: purged slices %#llx not all free and clean (%#llx, dirty %#llx)",
+                      (const void *)s, (unsigned long long)s->purged_mask,
+                      (unsigned long long)s->free_mask, (unsigned long long)s->dirty_mask);
     uint64_t covered = 0;
     unsigned in_use = 0;
     for (unsigned i = 1; i < SLICES_PER_SEGMENT; i++) {

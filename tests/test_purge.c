@@ -162,6 +162,34 @@ static int burst_then_quiet(long ms)
     return report_resident(start);
 }
 
+/* Phases that free what they built and, after a pause without a call that
+ * is longer than two purge delays, build it again: prints the bytes purged
+ * during the first three phases and during the last six, then, after a
+ * quiet second, what strata keeps and the resident size. */
+#define PHASES 12
+static int phases(void)
+{
+    size_t start = started();
+    size_t purged[PHASES + 1];
+    struct strata_stats stats;
+    strata_stats_get(&stats);
+    purged[0] = stats.purged;
+    for (int phase = 1; phase <= PHASES; phase++) {
+        size_t count;
+        void **blocks = burst(8 * MB, &count);
+        free_burst(blocks, count);
+        quiet(40);
+        strata_stats_get(&stats);
+        purged[phase] = stats.purged;
+    }
+    printf("first=%zu last=%zu\n", (purged[3] - purged[0]) / 1024,
+           (purged[PHASES] - purged[PHASES - 6]) / 1024);
+    quiet(1000);
+    strata_free(strata_malloc(1)); /* the heap's own check */
+    quiet(100);
+    return report_resident(start);
+}
+
 static int quiet_after_burst(void)
 {
     return burst_then_quiet(200);
@@ -519,6 +547,7 @@ static const struct check_case cases[] = {
     {"states", states},
     {"closed", closed},
     {"quiet", quiet_after_burst},
+    {"phases", phases},
     {"delay0", burst_freed},
     {"trim", trim},
     {"limit", limit},
@@ -554,6 +583,25 @@ static void test_purger_returns(void)
         CHECK_CMP(start, >, 0);
         CHECK_CMP(after, <, start + 5 * 1024);
     }
+}
+
+/* A program whose phases take back what the purge gave back a moment ago
+ * stretches its heap's delay: the first phases' memory is purged, the last
+ * phases' is kept for the next; once it stops, the memory still goes back. */
+static void test_phases_stretch_delay(void)
+{
+    int resident_ok = resident_is_meaningful();
+    struct outcome o = check_spawn("phases", "STRATA_BACKGROUND_PURGE=2 STRATA_PURGE_DELAY_MS=10");
+    long first = field(o.output, "first="), last = field(o.output, "last=");
+    printf("phases: %ld KiB purged in the first 3, %ld KiB in the last 6; %ld KiB cached after\n",
+           first, last, field(o.output, "cached="));
+    CHECK(exited_cleanly(&o));
+    CHECK_CMP(first, >=, 8 * 1024);
+    CHECK_CMP(last, <, first / 2);
+    CHECK_CMP(field(o.output, "cached="), >=, 0);
+    CHECK_CMP(field(o.output, "cached="), <, 4096);
+    if (resident_ok)
+        CHECK_CMP(field(o.output, "after="), <, field(o.output, "start=") + 5 * 1024);
 }
 
 /* Without the purger, the heap keeps its recent free slices until a call. */
@@ -905,6 +953,7 @@ static void test_huge_pages(void)
 
 static const struct check_test tests[] = {
     {"purger_returns", test_purger_returns},
+    {"phases_stretch_delay", test_phases_stretch_delay},
     {"no_purger_keeps", test_no_purger_keeps},
     {"delay0", test_delay0},
     {"trim", test_trim},
