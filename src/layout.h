@@ -47,6 +47,9 @@ _Static_assert(SMALL_MAX * 4 <= (SLICES_PER_SEGMENT - 1) * SLICE_SIZE,
  * that longest; PURGE_CALM_CHECKS purge checks in a row that purged and
  * saw nothing taken back halve it again (purge_policy.c). */
 #define PURGE_STRETCH_MAX 5
+/* The dirty limit stretches with the delay, by at most this many doublings
+ * (128 MiB of free slices). */
+#define PURGE_LIMIT_STRETCH_MAX 2
 #define PURGE_RETAKEN_MIN 4
 #define PURGE_CALM_CHECKS 8
 #define PURGER_WANTED_SLICES 64

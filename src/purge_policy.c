@@ -2,8 +2,9 @@
  * freed stays resident for reuse until it has been free for between one and
  * two of the heap's purge delays: its owner's slow paths purge the aged ones
  * as they pass, the purger thread those of heaps whose owners have gone
- * quiet, and a heap past HEAP_DIRTY_LIMIT free slices purges all of them at
- * once. A heap that holds enough asks for the purger thread.
+ * quiet, and a heap past its limit of free slices (HEAP_DIRTY_LIMIT,
+ * stretched too) purges all of them at once. A heap that holds enough asks
+ * for the purger thread.
  * The delay is the option's (STRATA_PURGE_DELAY_MS), stretched while the
  * heap's pages take back what its purges gave back soon after (a program
  * whose phases free and rebuild the same memory a little slower than the
@@ -20,6 +21,15 @@
 static uint64_t heap_purge_delay(const struct heap *heap)
 {
     return strata_options.purge_delay_ns << heap->purge_stretch;
+}
+
+/* The free slices past which the heap purges them all at once: the limit,
+ * stretched with the delay up to PURGE_LIMIT_STRETCH_MAX doublings (a
+ * program whose phases free more than the limit and build it again). */
+static size_t heap_dirty_limit(const struct heap *heap)
+{
+    unsigned stretch = heap->purge_stretch;
+    return (size_t)HEAP_DIRTY_LIMIT << (stretch < PURGE_LIMIT_STRETCH_MAX ? stretch : PURGE_LIMIT_STRETCH_MAX);
 }
 
 /* At each purge check: a stretch when enough of what the heap purged lately
@@ -94,7 +104,7 @@ void heap_maybe_purge(struct heap *heap)
         strata_options.background_purge == BACKGROUND_PURGE_AUTO)
         purger_ask();
     uint64_t delay = heap_purge_delay(heap);
-    if (heap->dirty_slices > HEAP_DIRTY_LIMIT || delay == 0) {
+    if (heap->dirty_slices > heap_dirty_limit(heap) || delay == 0) {
         heap_purge_dirty(heap);
         return;
     }

@@ -167,7 +167,7 @@ static int burst_then_quiet(long ms)
  * during the first three phases and during the last six, then, after a
  * quiet second, what strata keeps and the resident size. */
 #define PHASES 12
-static int phases(void)
+static int phases_of(size_t bytes)
 {
     size_t start = started();
     size_t purged[PHASES + 1];
@@ -176,7 +176,7 @@ static int phases(void)
     purged[0] = stats.purged;
     for (int phase = 1; phase <= PHASES; phase++) {
         size_t count;
-        void **blocks = burst(8 * MB, &count);
+        void **blocks = burst(bytes, &count);
         free_burst(blocks, count);
         quiet(40);
         strata_stats_get(&stats);
@@ -188,6 +188,18 @@ static int phases(void)
     strata_free(strata_malloc(1)); /* the heap's own check */
     quiet(100);
     return report_resident(start);
+}
+
+static int phases(void)
+{
+    return phases_of(8 * MB);
+}
+
+/* Phases past the most free memory a heap keeps before purging it all at
+ * once (layout.h, HEAP_DIRTY_LIMIT: 32 MiB): that limit stretches too. */
+static int phases_big(void)
+{
+    return phases_of(48 * MB);
 }
 
 static int quiet_after_burst(void)
@@ -548,6 +560,7 @@ static const struct check_case cases[] = {
     {"closed", closed},
     {"quiet", quiet_after_burst},
     {"phases", phases},
+    {"phases-big", phases_big},
     {"delay0", burst_freed},
     {"trim", trim},
     {"limit", limit},
@@ -588,20 +601,30 @@ static void test_purger_returns(void)
 /* A program whose phases take back what the purge gave back a moment ago
  * stretches its heap's delay: the first phases' memory is purged, the last
  * phases' is kept for the next; once it stops, the memory still goes back. */
-static void test_phases_stretch_delay(void)
+static void phases_stretch(const char *name, long phase_kib)
 {
     int resident_ok = resident_is_meaningful();
-    struct outcome o = check_spawn("phases", "STRATA_BACKGROUND_PURGE=2 STRATA_PURGE_DELAY_MS=10");
+    struct outcome o = check_spawn(name, "STRATA_BACKGROUND_PURGE=2 STRATA_PURGE_DELAY_MS=10");
     long first = field(o.output, "first="), last = field(o.output, "last=");
-    printf("phases: %ld KiB purged in the first 3, %ld KiB in the last 6; %ld KiB cached after\n",
+    printf("%s: %ld KiB purged in the first 3, %ld KiB in the last 6; %ld KiB cached after\n", name,
            first, last, field(o.output, "cached="));
     CHECK(exited_cleanly(&o));
-    CHECK_CMP(first, >=, 8 * 1024);
+    CHECK_CMP(first, >=, phase_kib);
     CHECK_CMP(last, <, first / 2);
     CHECK_CMP(field(o.output, "cached="), >=, 0);
     CHECK_CMP(field(o.output, "cached="), <, 4096);
     if (resident_ok)
         CHECK_CMP(field(o.output, "after="), <, field(o.output, "start=") + 5 * 1024);
+}
+
+static void test_phases_stretch_delay(void)
+{
+    phases_stretch("phases", 8 * 1024);
+}
+
+static void test_phases_stretch_limit(void)
+{
+    phases_stretch("phases-big", 32 * 1024);
 }
 
 /* Without the purger, the heap keeps its recent free slices until a call. */
@@ -954,6 +977,7 @@ static void test_huge_pages(void)
 static const struct check_test tests[] = {
     {"purger_returns", test_purger_returns},
     {"phases_stretch_delay", test_phases_stretch_delay},
+    {"phases_stretch_limit", test_phases_stretch_limit},
     {"no_purger_keeps", test_no_purger_keeps},
     {"delay0", test_delay0},
     {"trim", test_trim},
