@@ -57,6 +57,11 @@ struct heap *heap_acquire(void)
     heap->segments = NULL;
     heap->dirty_slices = 0;
     heap->refills = 0;
+    /* A thread's purge delay starts as the option's: what the heap's last
+     * thread taught it is not this one's (purge_policy.c). */
+    heap->purge_stretch = 0;
+    heap->purge_calm_checks = 0;
+    heap->slices_purged = heap->slices_retaken = 0;
     atomic_store_explicit(&heap->idle, false, memory_order_relaxed);
     heap->purge_epoch = os_now_ns();
     heap->next_free = NULL;
