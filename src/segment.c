@@ -104,6 +104,12 @@ static void segment_unlink(struct segment **head, struct segment *segment)
     segment->next = segment->prev = NULL;
 }
 
+/* The mask of slices [first, first + length). */
+static uint64_t slice_run(unsigned first, size_t length)
+{
+    return (length == 64 ? ~(uint64_t)0 : (((uint64_t)1 << length) - 1)) << first;
+}
+
 /* ---- closed slices (CLOSED_SLICES) ---------------------------------------
  * A segment's free slices once purged (purge.c), or never used, and in the
  * secure flavour the block states no page has used yet, are inaccessible:
@@ -125,8 +131,7 @@ static bool page_open(struct segment *segment, unsigned first, size_t length, un
 {
     if (!CLOSED_SLICES)
         return true;
-    uint64_t run = (length == 64 ? ~(uint64_t)0 : (((uint64_t)1 << length) - 1)) << first;
-    bool closed = (run & ~segment->dirty_mask) != 0;
+    bool closed = (slice_run(first, length) & ~segment->dirty_mask) != 0;
     char *start = segment_base(segment) + (size_t)first * SLICE_SIZE;
     size_t bytes = length * SLICE_SIZE;
     if (STRATA_SECURE_BUILD && class_index < CLASS_COUNT) {
@@ -327,7 +332,7 @@ static struct page *page_take(struct heap *heap, size_t length, unsigned class_i
     strata_assert_cmp(first + length, <=, SLICES_PER_SEGMENT);
     if (!page_open(segment, first, length, class_index))
         return NULL;
-    uint64_t run = (length == 64 ? ~(uint64_t)0 : (((uint64_t)1 << length) - 1)) << first;
+    uint64_t run = slice_run(first, length);
     slices_claim(heap, segment, run);
     segment->pages_in_use++;
     slices_name(segment, first, (unsigned)length, class_index, first);
@@ -392,7 +397,7 @@ bool page_grow_medium(struct heap *heap, struct page *page, size_t size)
         return true;
     if (first + length > SLICES_PER_SEGMENT)
         return false;
-    uint64_t run = (((uint64_t)1 << (length - page->slice_count)) - 1) << (first + page->slice_count);
+    uint64_t run = slice_run(first + page->slice_count, length - page->slice_count);
     if ((segment->free_mask & run) != run ||
         !page_open(segment, first + page->slice_count, length - page->slice_count, CLASS_MEDIUM) ||
         !prefix_charge(segment, page->start, length * SLICE_SIZE))
@@ -532,7 +537,7 @@ static uint64_t page_forget(struct segment *segment, struct page *page)
     strata_assert_cmp(first, >=, 1);
     strata_assert_cmp(first + page->slice_count, <=, SLICES_PER_SEGMENT);
     strata_assert_cmp(segment->pages_in_use, >, 0);
-    uint64_t run = (((uint64_t)1 << page->slice_count) - 1) << first;
+    uint64_t run = slice_run(first, page->slice_count);
     strata_assert((segment->free_mask & run) == 0);
     page->in_use = 0;
     page->free = NULL;
@@ -782,7 +787,7 @@ const char *segment_check(const struct segment *s, uintptr_t owner_word)
         if (page->slice_count == 0 || i + page->slice_count > SLICES_PER_SEGMENT)
             return BROKEN("segment %p: page at slice %u spans %u slices", (const void *)s, i,
                           page->slice_count);
-        uint64_t run = (((uint64_t)1 << page->slice_count) - 1) << i;
+        uint64_t run = slice_run(i, page->slice_count);
         if ((covered & run) != 0 || (s->free_mask & run) != 0)
             return BROKEN("segment %p: page at slice %u overlaps a page or free slices",
                           (const void *)s, i);
