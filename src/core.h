@@ -68,6 +68,13 @@ void purger_ring(void);
  * with purger_wake (a plain load while it is awake). */
 extern STRATA_INTERNAL _Atomic bool purger_sleeping;
 void purger_wake(void);
+/* The longest purge delay (the option's << PURGE_STRETCH_MAX): memory
+ * taken back within it of going back to the OS stretches the delay of the
+ * heap (purge_policy.c) or of the large-block cache (large.c) that gave it. */
+static inline uint64_t purge_retake_window(void)
+{
+    return strata_options.purge_delay_ns << PURGE_STRETCH_MAX;
+}
 
 /* ---- segment.c: segments, the segment map, pages, abandoned segments --- */
 /* Slices a page of the class spans. */

@@ -112,10 +112,10 @@ struct heap {
     size_t dirty_slices;
     uint64_t purge_epoch;                /* time of the last purge check */
     /* The purge delay's stretch (purge_policy.c): the heap waits the
-     * option's delay << purge_stretch. Slices its aged purges gave back and
-     * slices its pages took back within PURGE_RETAKE_WINDOW of their purge,
-     * both halved at each purge check; purge checks in a row that purged
-     * and saw nothing taken back. */
+     * option's delay << purge_stretch. Slices its purges gave back and
+     * slices its pages took back within purge_retake_window() of their
+     * purge (core.h), both halved at each purge check; purge checks in a
+     * row that purged and saw nothing taken back. */
     uint8_t purge_stretch;
     uint8_t purge_calm_checks;
     uint32_t slices_purged, slices_retaken;

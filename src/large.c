@@ -308,8 +308,7 @@ static size_t expired_largest;  /* the largest it dropped, 0 once one is mapped 
 /* A mapping of map_size bytes is being made: was one dropped too soon? */
 static void cache_missed(size_t map_size)
 {
-    uint64_t window = strata_options.purge_delay_ns << PURGE_STRETCH_MAX;
-    if (expired_largest >= map_size && os_now_ns() - expired_at < window) {
+    if (expired_largest >= map_size && os_now_ns() - expired_at < purge_retake_window()) {
         if (cache_stretch < PURGE_STRETCH_MAX)
             cache_stretch++;
         cache_calm_expiries = 0;

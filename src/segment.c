@@ -284,8 +284,7 @@ static void slices_claim(struct heap *heap, struct segment *segment, uint64_t ru
     uint64_t retaken = segment->purged_mask & run;
     if (unlikely(retaken != 0)) {
         segment->purged_mask &= ~run;
-        uint64_t window = strata_options.purge_delay_ns << PURGE_STRETCH_MAX;
-        if (os_now_ns() - segment->purged_at < window)
+        if (os_now_ns() - segment->purged_at < purge_retake_window())
             heap->slices_retaken += (uint32_t)__builtin_popcountll(retaken);
     }
 }
