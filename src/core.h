@@ -123,6 +123,9 @@ struct segment *abandoned_adopt(struct heap *heap);
 void abandoned_for_each(void (*fn)(const struct segment *, void *), void *arg);
 /* Unmaps every cached empty segment now. */
 void segment_cache_release(void);
+/* Bytes each leaf of the segment map (layout.h) is mapped with: mapped
+ * when segments first reach its range of addresses, kept for good. */
+size_t segment_map_leaf_bytes(void);
 const char *segment_check(const struct segment *segment, uintptr_t owner_word);
 void segment_lock_all(void);
 void segment_unlock_all(void);

@@ -34,13 +34,18 @@ static struct segment *abandoned_segments;
 /* ---- slices and the segment map ----------------------------------------- */
 /* Maps the leaf of the segment map that covers `base`, unless it is there;
  * false without memory. Two threads may race to map one: the loser's goes. */
+size_t segment_map_leaf_bytes(void)
+{
+    return SEGMENT_MAP_LEAF > os_page_size() ? SEGMENT_MAP_LEAF : os_page_size();
+}
+
 static bool map_leaf_ready(const void *base)
 {
     _Atomic(_Atomic(uint8_t) *) *root = &segment_map_root[(uintptr_t)base >> SEGMENT_MAP_ROOT_SHIFT];
     _Atomic(uint8_t) *leaf = atomic_load_explicit(root, memory_order_acquire);
     if (leaf != NULL)
         return true;
-    size_t bytes = SEGMENT_MAP_LEAF > os_page_size() ? SEGMENT_MAP_LEAF : os_page_size();
+    size_t bytes = segment_map_leaf_bytes();
     _Atomic(uint8_t) *fresh = os_reserve(bytes); /* strata's own: not charged */
     if (fresh == NULL)
         return false;

@@ -73,8 +73,7 @@ static size_t mapped_bytes(void)
     size_t leaves = 0;
     for (size_t i = 0; i < SEGMENT_MAP_ROOT; i++)
         leaves += atomic_load_explicit(&segment_map_root[i], memory_order_relaxed) != NULL;
-    size_t leaf = SEGMENT_MAP_LEAF > os_page_size() ? SEGMENT_MAP_LEAF : os_page_size();
-    return os_mapped_bytes() - leaves * leaf;
+    return os_mapped_bytes() - leaves * segment_map_leaf_bytes();
 }
 
 static size_t run_thread(void *(*fn)(void *))
