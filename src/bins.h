@@ -129,6 +129,18 @@ void heap_free_unkept(struct page *page, struct block *block);
  * wherever it belongs: the calling thread's bin (flushed when full) or
  * heap_free_block. */
 void heap_free_validated(void *p);
+/* A block the caller has shown to be a carved block of one of the calling
+ * heap's own pages, of class class_index (the secure flavour's quarantine,
+ * which checked it at its free and keeps it counted as used, so that its
+ * page stays the heap's): into its bin, flushed when full. Checks:
+ * bin_push's. */
+static STRATA_ALWAYS_INLINE void bin_free_own(struct heap *heap, unsigned class_index, void *p)
+{
+    struct bin *bin = &heap->bins[class_index];
+    if (unlikely(bin_push(bin, p)))
+        heap_bin_flush(heap, bin);
+}
+
 /* Every block of every bin back to its page (the heap's thread exits or
  * trims; heap lock held). */
 void bins_flush_all(struct heap *heap);

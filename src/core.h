@@ -164,8 +164,9 @@ void free_any(void *p);
 /* The secure flavour: a validated block of `slot` bytes, zeroed, that the
  * thread (heap) freed waits in its quarantine, and the oldest blocks leave
  * it for real frees (checked first) once it holds too many; at once when
- * the thread has no heap. */
-void quarantine_put(struct heap *heap, void *p, size_t slot);
+ * the thread has no heap. own_class: the block's class when it is a carved
+ * block of the heap's own pages, else CLASS_NONE. */
+void quarantine_put(struct heap *heap, void *p, size_t slot, unsigned own_class);
 /* The page of a pointer into a segment that is the start of one of its
  * blocks; anything else is reported. */
 struct page *free_segment_page(void *p);

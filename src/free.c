@@ -50,37 +50,70 @@ void free_any(void *p)
 /* A block leaves the quarantine: the first line its free zeroed must still
  * be zero (a write after free there is reported; the rest of the slot is
  * checked at its next hand-out), before a free list writes into it; then
- * it goes where any free of it would. */
-static void quarantine_release(void *p, size_t slot)
+ * it goes where any free of it would: a block of the heap's own pages
+ * straight into its bin. */
+static void quarantine_release(struct heap *heap, void *p, size_t slot, unsigned own_class)
 {
     if (secure_has(SECURE_ZERO) && unlikely(!zero_intact(p, 0, zeroed_first_line(slot))))
         report_fatal("write after free (a freed block changed while it waited in the quarantine)", p);
-    heap_free_validated(p);
+    if (likely(own_class < CLASS_COUNT))
+        bin_free_own(heap, own_class, p);
+    else
+        heap_free_validated(p);
 }
 
-static void quarantine_release_oldest(struct quarantine *q)
-{
-    uint32_t at = q->head;
-    q->head = (q->head + 1) & (QUARANTINE_SLOTS - 1);
-    counter_set(&q->count, q->count - 1);
-    __atomic_store_n(&q->bytes, q->bytes - q->slot[at], __ATOMIC_RELAXED);
-    quarantine_release(q->block[at], q->slot[at]);
-}
-
-void quarantine_put(struct heap *heap, void *p, size_t slot)
+static void quarantine_release_oldest(struct heap *heap)
 {
     struct quarantine *q = &heap->quarantine;
-    size_t max_blocks = (size_t)strata_options.quarantine_blocks;
+    uint32_t at = q->head;
+    q->head = (at + 1) & (QUARANTINE_SLOTS - 1);
+    counter_set(&q->count, q->count - 1);
+    __atomic_store_n(&q->bytes, q->bytes - q->slot[at], __ATOMIC_RELAXED);
+    quarantine_release(heap, q->block[at], q->slot[at], q->own_class[at]);
+}
+
+void quarantine_put(struct heap *heap, void *p, size_t slot, unsigned own_class)
+{
+    struct quarantine *q = &heap->quarantine;
+    uint32_t max_blocks = (uint32_t)strata_options.quarantine_blocks;
     size_t max_bytes = (size_t)strata_options.quarantine_kb << 10;
-    if (!secure_has(SECURE_QUARANTINE) || heap == &heap_empty || max_blocks == 0 || slot > max_bytes) {
-        quarantine_release(p, slot);
+    if (!secure_has(SECURE_QUARANTINE) || unlikely(heap == &heap_empty || slot > max_bytes)) {
+        quarantine_release(heap, p, slot, own_class);
         return;
     }
-    while (q->count >= max_blocks || q->bytes + slot > max_bytes)
-        quarantine_release_oldest(q);
+    /* Full (the steady state): the oldest leaves, its entry becomes the
+     * newest's, and the count stays. */
+    size_t bytes = q->bytes + slot;
+    uint32_t count = q->count;
+    if (likely(count >= max_blocks) && count != 0) {
+        uint32_t at = q->head, newest = (at + count) & (QUARANTINE_SLOTS - 1);
+        void *oldest = q->block[at];
+        size_t oldest_slot = q->slot[at];
+        unsigned oldest_class = q->own_class[at];
+        q->block[newest] = p;
+        q->slot[newest] = (uint32_t)slot;
+        q->own_class[newest] = (uint8_t)own_class;
+        q->head = (at + 1) & (QUARANTINE_SLOTS - 1);
+        bytes -= oldest_slot;
+        __atomic_store_n(&q->bytes, bytes, __ATOMIC_RELAXED);
+        quarantine_release(heap, oldest, oldest_slot, oldest_class);
+        if (likely(bytes <= max_bytes))
+            return;
+        /* Past the bytes' bound: the newest stays, older ones leave. */
+        while (q->bytes > max_bytes && q->count > 1)
+            quarantine_release_oldest(heap);
+        return;
+    }
+    if (max_blocks == 0) {
+        quarantine_release(heap, p, slot, own_class);
+        return;
+    }
+    while (q->count != 0 && q->bytes + slot > max_bytes)
+        quarantine_release_oldest(heap);
     uint32_t at = (q->head + q->count) & (QUARANTINE_SLOTS - 1);
     q->block[at] = p;
     q->slot[at] = (uint32_t)slot;
+    q->own_class[at] = (uint8_t)own_class;
     counter_set(&q->count, q->count + 1);
     __atomic_store_n(&q->bytes, q->bytes + slot, __ATOMIC_RELAXED);
 }
@@ -88,5 +121,5 @@ void quarantine_put(struct heap *heap, void *p, size_t slot)
 void quarantine_drain(struct heap *heap)
 {
     while (heap->quarantine.count != 0)
-        quarantine_release_oldest(&heap->quarantine);
+        quarantine_release_oldest(heap);
 }

@@ -49,14 +49,18 @@ struct bin {
  * first from `head`, each with its slot's size, freed for real once more
  * than STRATA_QUARANTINE_BLOCKS or STRATA_QUARANTINE_KB wait. Every block
  * in it is zero (block_guards.h) and counted as used in its page.
- * `count` and `bytes` are read by statistics from other threads. One slot
- * in the default flavour, never used. */
+ * `count` and `bytes` are read by statistics from other threads. A block
+ * of the heap's own carved pages keeps its class, which sends it straight
+ * to its bin when it leaves (bins.h, bin_free_own); any other keeps
+ * CLASS_NONE and is freed as any block is. One slot in the default
+ * flavour, never used. */
 #define QUARANTINE_SLOTS (secure_has(SECURE_QUARANTINE) ? QUARANTINE_MAX_BLOCKS : 1)
 struct quarantine {
     uint32_t head, count;
     size_t bytes;
     void *block[QUARANTINE_SLOTS];
     uint32_t slot[QUARANTINE_SLOTS];
+    uint8_t own_class[QUARANTINE_SLOTS];
 };
 
 /* What a bin did: its last refill or flush, whether it did either since

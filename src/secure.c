@@ -126,16 +126,20 @@ void *secure_aligned_alloc(size_t alignment, size_t size)
 
 /* The slot of a pointer into a segment that starts a small block: the
  * thread's own carved ones are told by their slice alone, as the inline
- * free tells them; the others by their page (free_segment_page reports the
- * rest). 0 for a medium block, which the secure flavour never makes. */
-static size_t small_slot(const void *p)
+ * free tells them, their class in *own_class; the others by their page
+ * (free_segment_page reports the rest), with CLASS_NONE. 0 for a medium
+ * block, which the secure flavour never makes. */
+static size_t small_slot(const void *p, unsigned *own_class)
 {
     const struct segment *segment = segment_of(p);
     uint32_t offset = (uint32_t)((uintptr_t)p & SEGMENT_MASK);
     const struct slice *slice = &segment->slices[offset >> SLICE_SHIFT];
     bool own = atomic_load_explicit(&segment->owner, memory_order_relaxed) == (uintptr_t)thread_heap;
-    if (likely(own && slice_holds_block(slice, offset)))
+    if (likely(own && slice_holds_block(slice, offset))) {
+        *own_class = slice->class_index;
         return class_size[slice->class_index];
+    }
+    *own_class = CLASS_NONE;
     struct page *page = free_segment_page((void *)p);
     return page->class_index < CLASS_COUNT ? page->block_size : 0;
 }
@@ -170,7 +174,8 @@ static size_t live_end(const void *p, bool *large, size_t *slot)
         }
         return large_tail_check(p, *slot, &keys);
     }
-    *slot = small_slot(p);
+    unsigned own_class;
+    *slot = small_slot(p, &own_class);
     if (unlikely(*slot == 0))
         report_fatal("free of a pointer that is not the start of a block", p);
     return small_live_end(p, *block_state(p, *slot), *slot, &keys);
@@ -191,7 +196,8 @@ void secure_free(void *p)
         free_slow(p); /* the mapping is made inaccessible in the cache */
         return;
     }
-    size_t slot = small_slot(p);
+    unsigned own_class;
+    size_t slot = small_slot(p, &own_class);
     if (unlikely(slot == 0)) { /* a medium block: none of the secure flavour's */
         free_segment_slow(p);
         return;
@@ -205,7 +211,7 @@ void secure_free(void *p)
         report_fatal("write before the start of a block (the guard word before it is overwritten)", p);
     if (secure_has(SECURE_ZERO))
         memset(p, 0, slot - SECURE_GUARD_BYTES);
-    quarantine_put(thread_heap, p, slot);
+    quarantine_put(thread_heap, p, slot, own_class);
     purger_start_if_wanted(); /* the frees it made may have filled the pages' free slices */
 }
 

@@ -391,6 +391,68 @@ static void test_version(void)
     CHECK(strstr(text, field) == text);
 }
 
+/* The secure flavour's quarantine: blocks leave it oldest first, once
+ * STRATA_QUARANTINE_BLOCKS wait or their slots pass STRATA_QUARANTINE_KB
+ * (the defaults here: 256 blocks, 256 KiB), each into the bin it would
+ * have reached, so that the oldest is handed out next. The default flavour
+ * hands a freed block out again at once. */
+static void test_quarantine(void)
+{
+    enum { SMALL = 300, BIG = 40 };
+    static void *block[SMALL];
+    strata_trim(); /* an empty quarantine and empty bins */
+    for (int i = 0; i < SMALL; i++)
+        CHECK((block[i] = strata_malloc(64)) != NULL);
+    struct quarantine *q = &thread_heap->quarantine;
+    if (!TEST_SECURE) {
+        strata_free(block[0]);
+        void *again = strata_malloc(64);
+        CHECK(again == block[0]);
+        strata_free(again);
+        for (int i = 1; i < SMALL; i++)
+            strata_free(block[i]);
+        return;
+    }
+    /* A block's slot holds its canary and the guard word after it. */
+    size_t slot = class_size[size_class(64 + 16)];
+    for (int i = 0; i < 256; i++)
+        strata_free(block[i]);
+    CHECK_CMP(q->count, ==, 256u);
+    CHECK_CMP(q->bytes, ==, 256 * slot);
+    /* The 257th free sends the oldest out, the next the second oldest. */
+    strata_free(block[256]);
+    CHECK_CMP(q->count, ==, 256u);
+    CHECK(strata_malloc(64) == block[0]);
+    strata_free(block[257]);
+    CHECK(strata_malloc(64) == block[1]);
+    strata_free(block[0]);
+    strata_free(block[1]);
+    for (int i = 258; i < SMALL; i++)
+        strata_free(block[i]);
+    CHECK_CMP(q->count, ==, 256u);
+    CHECK_CMP(q->bytes, ==, 256 * slot);
+    /* The bytes' bound: 40 blocks of an 8 KiB slot hold 320 KiB, past 256:
+     * the small blocks leave first, then the oldest big ones, never the
+     * newest. */
+    static void *big[BIG];
+    for (int i = 0; i < BIG; i++)
+        CHECK((big[i] = strata_malloc(8000)) != NULL);
+    size_t big_slot = class_size[size_class(8000 + 16)];
+    for (int i = 0; i < BIG; i++) {
+        strata_free(big[i]);
+        CHECK(q->bytes <= (size_t)256 << 10);
+    }
+    size_t held = ((size_t)256 << 10) / big_slot;
+    CHECK_CMP(q->count, ==, held);
+    CHECK_CMP(q->bytes, ==, held * big_slot);
+    CHECK(q->block[q->head] == big[BIG - held]); /* the oldest still held */
+    CHECK(strata_malloc(8000) == big[BIG - held - 1]);  /* the newest to have left */
+    strata_free(big[BIG - held - 1]);
+    strata_trim();
+    CHECK_CMP(q->count, ==, 0u);
+    CHECK_CMP(q->bytes, ==, 0u);
+}
+
 static const struct check_test tests[] = {
     {"version", test_version},
     {"malloc", test_malloc},
@@ -402,6 +464,7 @@ static const struct check_test tests[] = {
     {"aligned", test_aligned},
     {"usable_size", test_usable_size},
     {"zero_size", test_zero_size},
+    {"quarantine", test_quarantine},
 };
 
 int main(int argc, char **argv)
