@@ -12,14 +12,11 @@
 
 #include "core.h"
 
-/* 16 Mi slots, 256 MiB of address space that no page backs; 2 MiB of bits,
- * whose pages are touched as the slots they count are. */
-#define ZERO_SIZE_SLOTS ((size_t)1 << 24)
-#define ZERO_SIZE_REGION (ZERO_SIZE_SLOTS * ZERO_SIZE_SLOT)
+/* 2 MiB of bits, whose pages are touched as the slots they count are. */
 #define ZERO_SIZE_WORDS (ZERO_SIZE_SLOTS / 64)
 
-/* The region's base (0 until the first zero-size request), and the bits. */
-static _Atomic uintptr_t region;
+/* The region's base (zero_size.h), and the bits. */
+_Atomic uintptr_t zero_size_region;
 static uint64_t *handed_out;
 /* Held while the bits and the turn change (lock order: core.h). */
 static struct os_lock zero_size_lock;
@@ -30,7 +27,7 @@ static size_t turn;
  * its own back); false when the address space is not to be had. */
 static bool region_ready(void)
 {
-    if (atomic_load_explicit(&region, memory_order_acquire) != 0)
+    if (atomic_load_explicit(&zero_size_region, memory_order_acquire) != 0)
         return true;
     void *slots = os_reserve(ZERO_SIZE_REGION);
     if (slots == NULL)
@@ -43,10 +40,10 @@ static bool region_ready(void)
         return false;
     }
     os_lock_take(&zero_size_lock);
-    bool won = atomic_load_explicit(&region, memory_order_relaxed) == 0;
+    bool won = atomic_load_explicit(&zero_size_region, memory_order_relaxed) == 0;
     if (won) {
         handed_out = bits;
-        atomic_store_explicit(&region, (uintptr_t)slots, memory_order_release);
+        atomic_store_explicit(&zero_size_region, (uintptr_t)slots, memory_order_release);
     }
     os_lock_give(&zero_size_lock);
     if (!won) {
@@ -69,7 +66,7 @@ void *zero_size_alloc(void)
         if (free_bits != 0) {
             unsigned bit = (unsigned)__builtin_ctzll(free_bits);
             handed_out[word] |= (uint64_t)1 << bit;
-            p = (void *)(atomic_load_explicit(&region, memory_order_relaxed) +
+            p = (void *)(atomic_load_explicit(&zero_size_region, memory_order_relaxed) +
                          (word * 64 + bit) * ZERO_SIZE_SLOT);
             break;
         }
@@ -78,17 +75,11 @@ void *zero_size_alloc(void)
     return p;
 }
 
-bool zero_size_holds(const void *p)
-{
-    uintptr_t base = atomic_load_explicit(&region, memory_order_acquire);
-    return base != 0 && (uintptr_t)p - base < ZERO_SIZE_REGION;
-}
-
 /* The slot of p, which zero_size_holds; misuse is reported: not a slot's
  * start, or (as `free_block` says) a slot not handed out. */
 static size_t live_slot(const void *p, const char *free_block)
 {
-    size_t offset = (uintptr_t)p - atomic_load_explicit(&region, memory_order_relaxed);
+    size_t offset = (uintptr_t)p - atomic_load_explicit(&zero_size_region, memory_order_relaxed);
     if (offset % ZERO_SIZE_SLOT != 0)
         report_fatal("a pointer inside a block of size 0 (not the start of a block)", p);
     size_t slot = offset / ZERO_SIZE_SLOT;
