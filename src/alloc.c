@@ -153,9 +153,7 @@ void free_segment_slow(void *p)
     if (unlikely(atomic_load_explicit(&purger_request, memory_order_relaxed) == PURGER_REQUESTED) &&
         thread_heap != &heap_empty)
         purger_start();
-    if (likely(heap_keep_foreign(p)))
-        return;
-    heap_free_unkept(free_segment_page(p), p);
+    heap_free_foreign(p);
 }
 
 void free_elsewhere(void *p)

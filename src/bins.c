@@ -50,6 +50,8 @@ void bins_init(struct heap *heap)
 }
 
 static void free_to_owner(struct page *page, struct block *block);
+static STRATA_ALWAYS_INLINE void free_to_owner_from(struct page *page, struct block *block, uintptr_t owner,
+                                                    bool carved);
 static void remote_list_forward(struct page *page);
 
 /* The owner's refill or flush (heap lock held): counted for the purger,
@@ -474,20 +476,15 @@ void bins_flush_all(struct heap *heap)
  * carve that covered a block happened before its hand-out, which happened
  * before the program passed it to this thread; a stale key can only be
  * lower, and sends a pointer to the full check. */
-static bool bin_keep_foreign(struct heap *self, struct block *block, uintptr_t owner)
+static inline bool bin_keep_carved(struct heap *self, struct block *block, uintptr_t owner, unsigned class_index)
 {
-    if (owner == self->owner_word)
-        return false;
     /* A live heap's word has neither bit (heaps are aligned): one test
      * lets its blocks by. A given-up heap's block never stays; a parked
      * heap's only where this thread will hand it out again: kept in the bin
      * of a class the thread does not allocate, it would hold the heap's
      * page, and so its segment, for as long as the thread lives (its blocks
      * go to the heap's remote list instead, which the purger collects). */
-    const struct slice *slice = &segment_of(block)->slices[slice_of(block)];
-    unsigned class_index = slice->class_index;
-    if (class_index >= CLASS_COUNT || self->bins[class_index].limit == 0 ||
-        !slice_holds_block_any_thread(slice, (uint32_t)((uintptr_t)block & SEGMENT_MASK)))
+    if (self->bins[class_index].limit == 0)
         return false;
     if (unlikely(owner & (OWNER_ABANDONED | OWNER_PARKED_TAG)) &&
         (owner == OWNER_ABANDONED || !(self->bin_use[class_index] & BIN_REFILLED_LATELY)))
@@ -498,10 +495,44 @@ static bool bin_keep_foreign(struct heap *self, struct block *block, uintptr_t o
     return true;
 }
 
+static bool bin_keep_foreign(struct heap *self, struct block *block, uintptr_t owner)
+{
+    if (owner == self->owner_word)
+        return false;
+    const struct slice *slice = &segment_of(block)->slices[slice_of(block)];
+    unsigned class_index = slice->class_index;
+    if (class_index >= CLASS_COUNT ||
+        !slice_holds_block_any_thread(slice, (uint32_t)((uintptr_t)block & SEGMENT_MASK)))
+        return false;
+    return bin_keep_carved(self, block, owner, class_index);
+}
+
 bool heap_keep_foreign(void *p)
 {
     uintptr_t owner = atomic_load_explicit(&segment_of(p)->owner, memory_order_relaxed);
     return bin_keep_foreign(thread_heap, p, owner);
+}
+
+void heap_free_foreign(void *p)
+{
+    struct segment *segment = segment_of(p);
+    uint32_t offset = (uint32_t)((uintptr_t)p & SEGMENT_MASK);
+    const struct slice *slice = &segment->slices[offset >> SLICE_SHIFT];
+    unsigned class_index = slice->class_index;
+    /* Acquire: free_to_owner's order against a heap being given up. */
+    uintptr_t owner = atomic_load_explicit(&segment->owner, memory_order_acquire);
+    struct heap *self = thread_heap;
+    if (likely(class_index < CLASS_COUNT && owner != self->owner_word &&
+               slice_holds_block_any_thread(slice, offset))) {
+        struct block *block = p;
+        if (bin_keep_carved(self, block, owner, class_index))
+            return;
+        if (unlikely(block_is_free(block)))
+            report_fatal("double free", block);
+        free_to_owner_from(&segment->pages[slice->page_slice], block, owner, true);
+        return;
+    }
+    heap_free_unkept(free_segment_page(p), p);
 }
 
 void heap_free_block(struct page *page, struct block *block)
@@ -537,11 +568,13 @@ void heap_free_validated(void *p)
 }
 
 /* ---- remote frees ---------------------------------------------------------- */
-static void free_to_owner(struct page *page, struct block *block)
+/* free_to_owner with the segment's owner word loaded (acquire) and, when
+ * `carved`, the block shown to be a carved small block of its page. */
+static STRATA_ALWAYS_INLINE void free_to_owner_from(struct page *page, struct block *block, uintptr_t owner,
+                                                    bool carved)
 {
     struct segment *segment = segment_of(block);
     struct heap *self = thread_heap;
-    uintptr_t owner = atomic_load_explicit(&segment->owner, memory_order_acquire);
     for (;;) {
         if (owner == self->owner_word) { /* checked mode's local free, a medium block, or a bad one */
             if (unlikely(!page_carved(page, block)))
@@ -565,9 +598,9 @@ static void free_to_owner(struct page *page, struct block *block)
          * came before the program passed it here: a small block its page
          * has not carved was never allocated, and spliced into the page's
          * free list it would be carved over while listed. */
-        if (unlikely(page->class_index != CLASS_MEDIUM &&
-                     !slice_holds_block_any_thread(&segment->slices[slice_of(block)],
-                                        (uint32_t)((uintptr_t)block & SEGMENT_MASK))))
+        if (!carved && unlikely(page->class_index != CLASS_MEDIUM &&
+                                !slice_holds_block_any_thread(&segment->slices[slice_of(block)],
+                                                              (uint32_t)((uintptr_t)block & SEGMENT_MASK))))
             report_fatal("free of a block that was never allocated", block);
         uintptr_t old = atomic_load_explicit(page_remote_word(page), memory_order_relaxed), new;
         do {
@@ -605,6 +638,11 @@ static void free_to_owner(struct page *page, struct block *block)
         remote_list_forward(page);
         return;
     }
+}
+
+static void free_to_owner(struct page *page, struct block *block)
+{
+    free_to_owner_from(page, block, atomic_load_explicit(&segment_of(block)->owner, memory_order_acquire), false);
 }
 
 /* Takes a page's remote list, every block of it freed again wherever it

@@ -125,6 +125,13 @@ bool heap_keep_foreign(void *p);
 /* heap_free_block for a block heap_keep_foreign did not keep: to its own
  * page, its owner's remote list or its abandoned segment. */
 void heap_free_unkept(struct page *page, struct block *block);
+/* Frees a pointer into a segment that the calling heap's inline free did
+ * not take: heap_keep_foreign, then heap_free_unkept of its validated page,
+ * with the segment's owner word, the block's slice and its carving read
+ * once for another heap's carved small block (a consumer thread's every
+ * free); anything else is validated (free_segment_page) and reported or
+ * freed as heap_free_unkept frees it. */
+void heap_free_foreign(void *p);
 /* Frees a block the caller validated (the start of a block handed out)
  * wherever it belongs: the calling thread's bin (flushed when full) or
  * heap_free_block. */

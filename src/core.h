@@ -77,6 +77,10 @@ static inline uint64_t purge_retake_window(void)
 }
 
 /* ---- segment.c: segments, the segment map, pages, abandoned segments --- */
+/* The page of a pointer into a segment that is the start of one of its
+ * blocks (a free's first check, from whichever thread); anything else is
+ * reported. */
+struct page *free_segment_page(void *p);
 /* Slices a page of the class spans. */
 size_t class_slices(unsigned class_index);
 /* A page of the class from the heap's segments, or (with `may_map`) a new
@@ -167,9 +171,6 @@ void free_any(void *p);
  * the thread has no heap. own_class: the block's class when it is a carved
  * block of the heap's own pages, else CLASS_NONE. */
 void quarantine_put(struct heap *heap, void *p, size_t slot, unsigned own_class);
-/* The page of a pointer into a segment that is the start of one of its
- * blocks; anything else is reported. */
-struct page *free_segment_page(void *p);
 /* Every block in the heap's quarantine is freed for real (its thread exits,
  * or trims). */
 void quarantine_drain(struct heap *heap);

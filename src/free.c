@@ -1,33 +1,13 @@
 /* free.c: every free the inline path does not finish (into the caller's own
  * bin): blocks of other threads and of exited ones (heap_free_block), large
  * blocks, pointers strata did not allocate, pointers that are not a block's
- * start, and checked mode, which sends every free here. Whatever reaches a
+ * start (segment.c's free_segment_page tells them), and checked mode, which sends every free here. Whatever reaches a
  * free list is the start of a block of a page in use, in every mode.
  * The secure flavour's quarantine is here too: the blocks a thread freed
  * wait in it before they are freed for real (heap.h, struct quarantine). */
 #include "bins.h"
 #include "block_guards.h"
 #include "core.h"
-
-/* A pointer into a segment must be the start of a block of a page in use
- * (that it was carved, heap_free_block asks its page's owner): its page, or
- * a report. Reads only what the page's owner does not change while one of
- * its blocks is out. */
-struct page *free_segment_page(void *p)
-{
-    struct segment *segment = segment_of(p);
-    const struct slice *slice = &segment->slices[slice_of(p)];
-    unsigned class_index = slice->class_index; /* not the carved key: the owner's */
-    if (class_index == CLASS_NONE) /* a medium block freed twice lands here too */
-        report_fatal("free of a pointer into memory that is not allocated (a double free?)", p);
-    uint32_t in_page = slice_page_offset(slice, (uint32_t)((uintptr_t)p & SEGMENT_MASK));
-    struct page *page = &segment->pages[slice->page_slice];
-    /* A medium page's one block starts the page; a small page's blocks are
-     * where their keys say. */
-    if (class_index == CLASS_MEDIUM ? in_page != 0 : !slice_block_start(slice, page, in_page))
-        report_fatal("free of a pointer that is not the start of a block", p);
-    return page;
-}
 
 void free_any(void *p)
 {

@@ -1,7 +1,8 @@
 /* segment.c: segments (SEGMENT_SIZE-aligned regions owned by one heap), the
  * process-wide segment map that tells a strata pointer from any other, pages
- * carved from runs of free slices, the cache of empty segments and the
- * segments of exited threads (abandoned). Invariants (layout.h, checked by
+ * carved from runs of free slices, the cache of empty segments, the
+ * segments of exited threads (abandoned), and the page of a pointer a free
+ * is given (free_segment_page). Invariants (layout.h, checked by
  * segment_check): a slice is either in free_mask or covered by exactly one
  * in-use page (or is the header's: slice 0, and the secure flavour's block
  * states); dirty_mask is a subset of free_mask; a segment is in the map
@@ -852,4 +853,25 @@ const char *segment_check(const struct segment *s, uintptr_t owner_word)
                           uncharged ? "a header or purged slice" : "more than a slice");
     }
     return NULL;
+}
+
+/* ---- the page of a freed pointer ------------------------------------------ */
+/* A pointer into a segment must be the start of a block of a page in use
+ * (that it was carved, heap_free_block asks its page's owner): its page, or
+ * a report. Reads only what the page's owner does not change while one of
+ * its blocks is out. */
+struct page *free_segment_page(void *p)
+{
+    struct segment *segment = segment_of(p);
+    const struct slice *slice = &segment->slices[slice_of(p)];
+    unsigned class_index = slice->class_index; /* not the carved key: the owner's */
+    if (class_index == CLASS_NONE) /* a medium block freed twice lands here too */
+        report_fatal("free of a pointer into memory that is not allocated (a double free?)", p);
+    uint32_t in_page = slice_page_offset(slice, (uint32_t)((uintptr_t)p & SEGMENT_MASK));
+    struct page *page = &segment->pages[slice->page_slice];
+    /* A medium page's one block starts the page; a small page's blocks are
+     * where their keys say. */
+    if (class_index == CLASS_MEDIUM ? in_page != 0 : !slice_block_start(slice, page, in_page))
+        report_fatal("free of a pointer that is not the start of a block", p);
+    return page;
 }
