@@ -490,7 +490,7 @@ static STRATA_NOINLINE void release_in_pool(struct ctx *c)
 }
 
 /* Returns the memory of c, which has no children and is unlinked. */
-static inline void release(struct ctx *c)
+static STRATA_ALWAYS_INLINE void release(struct ctx *c)
 {
     uint32_t flags = c->flags & ~(uint32_t)(CTX_FREEING | CTX_DESTRUCTOR | CTX_NAMED);
     c->magic = CTX_FREED;
