@@ -25,7 +25,7 @@
 #define BIN_MIN_BLOCKS PAGE_CARVE_MIN_BLOCKS
 #define BIN_BASE_MAX_BLOCKS 256
 #define BIN_MAX_BLOCKS 1024
-#define HEAP_BIN_GROWTH_BYTES ((size_t)2 << 20)
+#define HEAP_BIN_GROWTH_BYTES ((size_t)8 << 20)
 #define HEAP_BIN_GROWTH_MIN ((size_t)256 << 10)
 #define BIN_GROWTH_SHARE 4
 /* The owner looks at the clock for the shrinking every this many refills

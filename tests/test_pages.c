@@ -151,8 +151,9 @@ static void test_adaptive_bins(void)
     pthread_create(&thread, NULL, swing_holding_little, NULL);
     pthread_join(thread, NULL);
 
-    /* Holding 32 MiB, the budget is its ceiling. */
-    enum { HELD = 256 };
+    /* Holding 64 MiB, twice what a quarter to the ceiling needs, the
+     * budget is its ceiling. */
+    enum { HELD = 512 };
     static void *held[HELD];
     for (int i = 0; i < HELD; i++)
         held[i] = strata_malloc(128 << 10);
