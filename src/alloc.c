@@ -153,7 +153,7 @@ void free_segment_slow(void *p)
     if (unlikely(atomic_load_explicit(&purger_request, memory_order_relaxed) == PURGER_REQUESTED) &&
         thread_heap != &heap_empty)
         purger_start();
-    heap_free_foreign(p);
+    heap_free_block(p);
 }
 
 void free_elsewhere(void *p)

@@ -462,20 +462,19 @@ void bins_flush_all(struct heap *heap)
 }
 
 /* ---- another heap's blocks ------------------------------------------------ */
-/* Keeps another live heap's small block in the calling heap's bin of its
- * class, where it stays counted as used in its page: the caller hands it
- * out again while it is warm in its cache, or gives it to its owner when
- * the bin overflows. False, doing nothing, when the bin may not keep it:
- * the caller's own block, an exited thread's (given up, or parked where
- * the caller does not allocate the class), a medium block, checked mode
- * (no room in bins), or a pointer that is not a block its page has carved.
- * It reads the segment's owner word and the block's slice, never the page's
- * record, whose line its owner writes at every refill and flush (on the
- * server workload that read was a cross-core miss at every other free).
- * The slice's carved key is as safe to read here as for the owner: the
- * carve that covered a block happened before its hand-out, which happened
- * before the program passed it to this thread; a stale key can only be
- * lower, and sends a pointer to the full check. */
+/* Keeps another heap's carved small block (heap_free_block has shown it
+ * one, from the segment's owner word and the block's slice) in the calling
+ * heap's bin of its class, where it stays counted as used in its page: the
+ * caller hands it out again while it is warm in its cache, or gives it to
+ * its owner when the bin overflows. False, doing nothing, when the bin may
+ * not keep it: an exited thread's block (given up, or parked where the
+ * caller does not allocate the class), or checked mode (no room in bins).
+ * Neither reads the page's record, whose line its owner writes at every
+ * refill and flush (on the server workload that read was a cross-core miss
+ * at every other free). The slice's carved key is as safe to read there as
+ * for the owner: the carve that covered a block happened before its
+ * hand-out, which happened before the program passed it to this thread; a
+ * stale key can only be lower, and sends a pointer to the full check. */
 static inline bool bin_keep_carved(struct heap *self, struct block *block, uintptr_t owner, unsigned class_index)
 {
     /* A live heap's word has neither bit (heaps are aligned): one test
@@ -495,25 +494,17 @@ static inline bool bin_keep_carved(struct heap *self, struct block *block, uintp
     return true;
 }
 
-static bool bin_keep_foreign(struct heap *self, struct block *block, uintptr_t owner)
+/* Free already: on a list of its owner (a bin, a page, the remote list),
+ * in another heap's bin, or on an exited thread's segment; else to its own
+ * page, its owner's remote list or its abandoned segment. */
+static void free_unkept(struct page *page, struct block *block)
 {
-    if (owner == self->owner_word)
-        return false;
-    const struct slice *slice = &segment_of(block)->slices[slice_of(block)];
-    unsigned class_index = slice->class_index;
-    if (class_index >= CLASS_COUNT ||
-        !slice_holds_block_any_thread(slice, (uint32_t)((uintptr_t)block & SEGMENT_MASK)))
-        return false;
-    return bin_keep_carved(self, block, owner, class_index);
+    if (unlikely(block_is_free(block)))
+        report_fatal("double free", block);
+    free_to_owner(page, block);
 }
 
-bool heap_keep_foreign(void *p)
-{
-    uintptr_t owner = atomic_load_explicit(&segment_of(p)->owner, memory_order_relaxed);
-    return bin_keep_foreign(thread_heap, p, owner);
-}
-
-void heap_free_foreign(void *p)
+void heap_free_block(void *p)
 {
     struct segment *segment = segment_of(p);
     uint32_t offset = (uint32_t)((uintptr_t)p & SEGMENT_MASK);
@@ -524,6 +515,11 @@ void heap_free_foreign(void *p)
     struct heap *self = thread_heap;
     if (likely(class_index < CLASS_COUNT && owner != self->owner_word &&
                slice_holds_block_any_thread(slice, offset))) {
+        /* Another heap's carved small block: cached when the bin may keep
+         * it, its two words read first (bin_push) as the owner's own inline
+         * free reads them, so that a second free of it is reported there,
+         * whichever list holds it. The read is a miss where the program
+         * left the block cold (docs/design.md, issue 35's section). */
         struct block *block = p;
         if (bin_keep_carved(self, block, owner, class_index))
             return;
@@ -532,28 +528,7 @@ void heap_free_foreign(void *p)
         free_to_owner_from(&segment->pages[slice->page_slice], block, owner, true);
         return;
     }
-    heap_free_unkept(free_segment_page(p), p);
-}
-
-void heap_free_block(struct page *page, struct block *block)
-{
-    /* Another live heap's small block, freed by a thread with a bin for
-     * it: cached, its two words read first as the owner's own inline free
-     * reads them, so that a second free of it is reported there, whichever
-     * list holds it (bins.h, bin_push). The read is a miss where the
-     * program left the block cold (docs/design.md, issue 35's section). */
-    if (likely(heap_keep_foreign(block)))
-        return;
-    heap_free_unkept(page, block);
-}
-
-void heap_free_unkept(struct page *page, struct block *block)
-{
-    /* Free already: on a list of its owner (a bin, a page, the remote
-     * list), in another heap's bin, or on an exited thread's segment. */
-    if (unlikely(block_is_free(block)))
-        report_fatal("double free", block);
-    free_to_owner(page, block);
+    free_unkept(free_segment_page(p), p);
 }
 
 void heap_free_validated(void *p)
@@ -562,7 +537,7 @@ void heap_free_validated(void *p)
     bool full;
     struct bin *bin = bin_push_own(heap, p, &full);
     if (bin == NULL)
-        heap_free_block(page_of(segment_of(p), p), p);
+        heap_free_block(p);
     else if (unlikely(full))
         heap_bin_flush(heap, bin);
 }
@@ -655,7 +630,7 @@ static void remote_list_forward(struct page *page)
     for (uint32_t i = 0; i < PAGE_REMOTE_BLOCKS(taken); i++) {
         struct block *next = block_next(late);
         block_take(late); /* it leaves this list to be freed again elsewhere */
-        heap_free_block(page, late);
+        heap_free_block(late);
         late = next;
     }
 }

@@ -112,26 +112,16 @@ void bins_init(struct heap *heap);
 STRATA_NOINLINE void *heap_bin_refill(struct heap *heap, unsigned class_index);
 /* Returns half of a full bin's blocks to their pages. */
 STRATA_NOINLINE void heap_bin_flush(struct heap *heap, struct bin *bin);
-/* Frees a validated block of a segment from whichever thread calls: into
- * the caller's bin (another live heap's small block), its own page, the
- * owner's remote list, or its abandoned segment. `page` is the block's
- * (page_of). */
-STRATA_NOINLINE void heap_free_block(struct page *page, struct block *block);
-/* Keeps a pointer into a segment in the calling thread's bin when it is
- * another live heap's carved small block (read from the segment's owner
- * word and the block's slice alone); false, doing nothing, otherwise (the
- * caller validates it and calls heap_free_unkept). */
-bool heap_keep_foreign(void *p);
-/* heap_free_block for a block heap_keep_foreign did not keep: to its own
- * page, its owner's remote list or its abandoned segment. */
-void heap_free_unkept(struct page *page, struct block *block);
-/* Frees a pointer into a segment that the calling heap's inline free did
- * not take: heap_keep_foreign, then heap_free_unkept of its validated page,
- * with the segment's owner word, the block's slice and its carving read
- * once for another heap's carved small block (a consumer thread's every
- * free); anything else is validated (free_segment_page) and reported or
- * freed as heap_free_unkept frees it. */
-void heap_free_foreign(void *p);
+/* Frees a pointer into a segment from whichever thread calls: another
+ * live heap's carved small block into the caller's bin when the bin may
+ * keep it (not the caller's own, a medium block, checked mode, an exited
+ * thread's, or a parked one's of a class the caller does not allocate),
+ * else to its owner's remote list or its abandoned segment, the segment's
+ * owner word, the block's slice and its carving read once (a consumer
+ * thread's every free); anything else is validated (free_segment_page,
+ * which reports what is not a block's start) and freed to its own page,
+ * its owner or its abandoned segment. */
+STRATA_NOINLINE void heap_free_block(void *p);
 /* Frees a block the caller validated (the start of a block handed out)
  * wherever it belongs: the calling thread's bin (flushed when full) or
  * heap_free_block. */

@@ -14,7 +14,7 @@ void free_any(void *p)
     if (p == NULL)
         return;
     if (is_segment_pointer(p)) {
-        heap_free_block(free_segment_page(p), p);
+        heap_free_block(p);
         return;
     }
     if (large_free(p))
