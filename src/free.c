@@ -52,12 +52,20 @@ static void quarantine_release_oldest(struct heap *heap)
     quarantine_release(heap, q->block[at], q->slot[at], q->own_class[at]);
 }
 
+/* The quarantine's entry `at` holds the block p now. */
+static inline void quarantine_enter(struct quarantine *q, uint32_t at, void *p, size_t slot, unsigned own_class)
+{
+    q->block[at] = p;
+    q->slot[at] = (uint32_t)slot;
+    q->own_class[at] = (uint8_t)own_class;
+}
+
 void quarantine_put(struct heap *heap, void *p, size_t slot, unsigned own_class)
 {
     struct quarantine *q = &heap->quarantine;
     uint32_t max_blocks = (uint32_t)strata_options.quarantine_blocks;
     size_t max_bytes = (size_t)strata_options.quarantine_kb << 10;
-    if (!secure_has(SECURE_QUARANTINE) || unlikely(heap == &heap_empty || slot > max_bytes)) {
+    if (!secure_has(SECURE_QUARANTINE) || unlikely(heap == &heap_empty || max_blocks == 0 || slot > max_bytes)) {
         quarantine_release(heap, p, slot, own_class);
         return;
     }
@@ -65,14 +73,12 @@ void quarantine_put(struct heap *heap, void *p, size_t slot, unsigned own_class)
      * newest's, and the count stays. */
     size_t bytes = q->bytes + slot;
     uint32_t count = q->count;
-    if (likely(count >= max_blocks) && count != 0) {
+    if (likely(count >= max_blocks)) {
         uint32_t at = q->head, newest = (at + count) & (QUARANTINE_SLOTS - 1);
         void *oldest = q->block[at];
         size_t oldest_slot = q->slot[at];
         unsigned oldest_class = q->own_class[at];
-        q->block[newest] = p;
-        q->slot[newest] = (uint32_t)slot;
-        q->own_class[newest] = (uint8_t)own_class;
+        quarantine_enter(q, newest, p, slot, own_class);
         q->head = (at + 1) & (QUARANTINE_SLOTS - 1);
         bytes -= oldest_slot;
         __atomic_store_n(&q->bytes, bytes, __ATOMIC_RELAXED);
@@ -84,16 +90,9 @@ void quarantine_put(struct heap *heap, void *p, size_t slot, unsigned own_class)
             quarantine_release_oldest(heap);
         return;
     }
-    if (max_blocks == 0) {
-        quarantine_release(heap, p, slot, own_class);
-        return;
-    }
     while (q->count != 0 && q->bytes + slot > max_bytes)
         quarantine_release_oldest(heap);
-    uint32_t at = (q->head + q->count) & (QUARANTINE_SLOTS - 1);
-    q->block[at] = p;
-    q->slot[at] = (uint32_t)slot;
-    q->own_class[at] = (uint8_t)own_class;
+    quarantine_enter(q, (q->head + q->count) & (QUARANTINE_SLOTS - 1), p, slot, own_class);
     counter_set(&q->count, q->count + 1);
     __atomic_store_n(&q->bytes, q->bytes + slot, __ATOMIC_RELAXED);
 }
