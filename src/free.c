@@ -1,8 +1,9 @@
 /* free.c: every free the inline path does not finish (into the caller's own
  * bin): blocks of other threads and of exited ones (heap_free_block), large
  * blocks, pointers strata did not allocate, pointers that are not a block's
- * start (segment.c's free_segment_page tells them), and checked mode, which sends every free here. Whatever reaches a
- * free list is the start of a block of a page in use, in every mode.
+ * start (segment.c's free_segment_page tells them), and checked mode, which
+ * sends every free here. Whatever reaches a free list is the start of a
+ * block of a page in use, in every mode.
  * The secure flavour's quarantine is here too: the blocks a thread freed
  * wait in it before they are freed for real (heap.h, struct quarantine). */
 #include "bins.h"
