@@ -77,6 +77,8 @@ static STRATA_NOINLINE void *alloc_class_slow(unsigned class_index)
     struct heap *heap = calling_heap();
     if (unlikely(heap == NULL))
         return NULL;
+    if (unlikely(bin_countdown_restart(heap, class_index)))
+        return alloc_class(class_index);
     void *block = heap_bin_refill(heap, class_index);
     if (STRATA_DEBUG_BUILD)
         heap_debug_refill(heap);

@@ -37,7 +37,9 @@ static uint32_t bin_base_limit(unsigned class_index)
 void bins_init(struct heap *heap)
 {
     for (unsigned c = 0; c < CLASS_COUNT; c++) {
-        heap->bins[c] = (struct bin){NULL, 0, strata_options.check ? 0 : bin_base_limit(c)};
+        heap->bins[c].head = NULL;
+        heap->bins[c].word = (uint64_t)BIN_COUNTDOWN_OFF << 32;
+        bin_set(heap, &heap->bins[c], 0, strata_options.check ? 0 : bin_base_limit(c));
         heap->bin_use[c] = 0;
         heap->bin_flushes[c] = 0;
         heap->bin_drained_limit[c] = 0;
@@ -70,13 +72,16 @@ static const char *bin_check(const struct heap *heap, unsigned c)
 {
     const struct bin *bin = &heap->bins[c];
     const struct block *bad;
-    size_t length = free_list_length(bin->head, (size_t)bin->limit + 1, &bad);
+    uint32_t count = bin_count(heap, bin), limit = bin_limit(heap, bin);
+    /* The room's bits, were it ever below -1, would have borrowed from
+     * the countdown's: a count past the limit is a broken word too. */
+    size_t length = free_list_length(bin->head, (size_t)limit + 1, &bad);
     if (bad != NULL)
         return heap_broken("bin of class %u holds %p, whose words are not a free block's (written after free?)",
                            c, (const void *)bad);
-    if (length != bin->count || bin->count > bin->limit)
+    if (length != count || count > limit)
         return heap_broken("bin of class %u (%u bytes): %zu blocks listed, count %u, limit %u", c,
-                           class_size[c], length, bin->count, bin->limit);
+                           class_size[c], length, count, limit);
     for (const struct block *b = bin->head; b != NULL; b = block_link(b)) {
         const struct segment *segment = segment_of(b);
         const struct page *page = page_of((struct segment *)segment, b);
@@ -101,9 +106,9 @@ const char *bins_check(const struct heap *heap)
         if ((broken = bin_check(heap, c)) != NULL)
             return broken;
         uint32_t base = strata_options.check ? 0 : bin_base_limit(c);
-        uint32_t limit = heap->bin_drained_limit[c] ? heap->bin_drained_limit[c] : heap->bins[c].limit;
-        if (heap->bin_drained_limit[c] && heap->bins[c].limit != 0)
-            return heap_broken("bin of class %u: draining with limit %u", c, heap->bins[c].limit);
+        uint32_t limit = heap->bin_drained_limit[c] ? heap->bin_drained_limit[c] : heap->bin_limit[c];
+        if (heap->bin_drained_limit[c] && heap->bin_limit[c] != 0)
+            return heap_broken("bin of class %u: draining with limit %u", c, heap->bin_limit[c]);
         if (limit < base || limit > BIN_MAX_BLOCKS)
             return heap_broken("bin of class %u: limit %u outside %u..%u", c, limit, base, BIN_MAX_BLOCKS);
         growth += (size_t)(limit - base) * class_size[c];
@@ -137,7 +142,7 @@ static void bin_debug_refill(const struct heap *heap, unsigned class_index)
 
 uint32_t bin_cached_blocks(const struct heap *heap, unsigned class_index)
 {
-    return __atomic_load_n(&heap->bins[class_index].count, __ATOMIC_RELAXED);
+    return bin_count(heap, &heap->bins[class_index]);
 }
 
 static void *bin_refill_from_idle_heap(struct heap *heap, unsigned class_index);
@@ -211,13 +216,14 @@ static void bin_note(struct heap *heap, unsigned class_index, unsigned event)
     if (event != BIN_REFILLED || !(use & BIN_FLUSHED) || strata_options.check)
         return;
     struct bin *bin = &heap->bins[class_index];
-    uint32_t grow = bin->limit / 2;
-    if (grow > BIN_MAX_BLOCKS - bin->limit)
-        grow = BIN_MAX_BLOCKS - bin->limit;
+    uint32_t limit = bin_limit(heap, bin);
+    uint32_t grow = limit / 2;
+    if (grow > BIN_MAX_BLOCKS - limit)
+        grow = BIN_MAX_BLOCKS - limit;
     size_t bytes = (size_t)grow * class_size[class_index];
     if (grow == 0 || heap->bin_growth + bytes > bins_growth_budget())
         return;
-    bin->limit += grow;
+    bin_set_limit(heap, bin, limit + grow);
     heap->bin_growth += bytes;
 }
 
@@ -241,13 +247,14 @@ static void bins_age(struct heap *heap)
         heap->bin_use[c] = (uint8_t)(use & ~(BIN_ACTIVE | BIN_REFILLED_LATELY));
         struct bin *bin = &heap->bins[c];
         uint32_t base = bin_base_limit(c);
-        if ((use & BIN_ACTIVE) || bin->limit <= base)
+        uint32_t was = bin_limit(heap, bin);
+        if ((use & BIN_ACTIVE) || was <= base)
             continue;
-        uint32_t limit = bin->limit / 2 < base ? base : bin->limit / 2;
-        heap->bin_growth -= (size_t)(bin->limit - limit) * class_size[c];
-        bin->limit = limit;
-        if (bin->count > limit)
+        uint32_t limit = was / 2 < base ? base : was / 2;
+        heap->bin_growth -= (size_t)(was - limit) * class_size[c];
+        if (bin_count(heap, bin) > limit)
             bin_trim(heap, bin, limit);
+        bin_set_limit(heap, bin, limit);
     }
 }
 
@@ -267,9 +274,9 @@ static struct block *bin_fill_from_page(struct heap *heap, struct bin *bin, stru
     uint32_t free_blocks = page->capacity - page->used;
     if (free_blocks <= keep)
         return first;
-    uint32_t moved = free_blocks - keep;
-    if (moved > bin->limit)
-        moved = bin->limit / 2;
+    uint32_t moved = free_blocks - keep, limit = bin_limit(heap, bin);
+    if (moved > limit)
+        moved = limit / 2;
     if (moved == free_blocks) {
         page->free = NULL;
     } else {
@@ -279,9 +286,9 @@ static struct block *bin_fill_from_page(struct heap *heap, struct bin *bin, stru
         page->free = block_next(last);
         block_set_next(last, NULL);
     }
-    strata_assert_cmp(moved, <=, bin->limit);
+    strata_assert_cmp(moved, <=, limit);
     bin->head = taken;
-    counter_set(&bin->count, moved);
+    bin_set_count(heap, bin, moved);
     counter_set(&page->used, page->used + moved);
     counters_bytes_out((long)page->block_size * (long)moved);
     bins_age(heap);
@@ -339,7 +346,7 @@ void *heap_bin_refill(struct heap *heap, unsigned class_index)
     strata_assert(heap->bins[class_index].head == NULL);
     heap->bin_flushes[class_index] = 0;
     if (unlikely(heap->bin_drained_limit[class_index] != 0)) {
-        heap->bins[class_index].limit = heap->bin_drained_limit[class_index];
+        bin_set_limit(heap, &heap->bins[class_index], heap->bin_drained_limit[class_index]);
         heap->bin_drained_limit[class_index] = 0;
     }
     bin_note(heap, class_index, BIN_REFILLED);
@@ -391,16 +398,16 @@ static uint32_t blocks_to_pages(struct heap *heap, struct block **taken, uint32_
 
 void heap_bin_flush(struct heap *heap, struct bin *bin)
 {
-    strata_assert_cmp(bin->count, >, bin->limit);
+    strata_assert_cmp(bin_count(heap, bin), >, bin_limit(heap, bin));
     unsigned c = (unsigned)(bin - heap->bins);
     if (heap->bin_drained_limit[c] != 0) {
         /* Draining: the one block the inline free just pushed (its link
          * the empty bin's NULL, checked there as every freed block is)
          * goes to its page with no walk, no clock and no aging. */
-        strata_assert_cmp(bin->count, ==, 1);
+        strata_assert_cmp(bin_count(heap, bin), ==, 1);
         struct block *block = bin->head;
         bin->head = NULL;
-        counter_set(&bin->count, 0);
+        bin_set_count(heap, bin, 0);
         os_lock_take(&heap->lock);
         heap_note_slow_call(heap);
         uint32_t own = blocks_to_pages(heap, &block, 1);
@@ -415,11 +422,13 @@ void heap_bin_flush(struct heap *heap, struct bin *bin)
      * its bin goes back whole and its frees go to their pages until the
      * next refill, so that the pages empty and start again from their
      * first block, rather than each keep a block of the bin's. */
-    if (bin->limit != 0 && heap->bin_flushes[c] < UINT8_MAX && ++heap->bin_flushes[c] >= BIN_DRAIN_FLUSHES) {
-        heap->bin_drained_limit[c] = bin->limit;
-        bin->limit = 0;
+    uint32_t limit = bin_limit(heap, bin);
+    if (limit != 0 && heap->bin_flushes[c] < UINT8_MAX && ++heap->bin_flushes[c] >= BIN_DRAIN_FLUSHES) {
+        heap->bin_drained_limit[c] = limit;
+        limit = 0;
     }
-    bin_trim(heap, bin, bin->limit / 2);
+    bin_trim(heap, bin, limit / 2);
+    bin_set_limit(heap, bin, limit);
     bins_age(heap);
     os_lock_give(&heap->lock);
 }
@@ -428,12 +437,13 @@ void heap_bin_flush(struct heap *heap, struct bin *bin)
  * (heap lock held). */
 static void bin_trim(struct heap *heap, struct bin *bin, uint32_t keep)
 {
-    strata_assert_cmp(keep, <, bin->count);
+    uint32_t count = bin_count(heap, bin);
+    strata_assert_cmp(keep, <, count);
     struct block *cut = bin->head;
     for (uint32_t i = 1; i < keep; i++)
         cut = block_next(cut);
     struct block *rest = keep ? block_next(cut) : cut;
-    uint32_t moved = bin->count - keep;
+    uint32_t moved = count - keep;
     /* The rest is taken before the list is cut after `cut`: a loop in the
      * list then shows in the rest, whichever blocks it goes through. */
     struct block *taken[BIN_MAX_BLOCKS + 1];
@@ -442,7 +452,7 @@ static void bin_trim(struct heap *heap, struct bin *bin, uint32_t keep)
         block_set_next(cut, NULL);
     else
         bin->head = NULL;
-    counter_set(&bin->count, keep);
+    bin_set_count(heap, bin, keep);
     uint32_t own = blocks_to_pages(heap, taken, moved);
     counters_bytes_out(-(long)own * (long)class_size[bin - heap->bins]);
 }
@@ -450,11 +460,12 @@ static void bin_trim(struct heap *heap, struct bin *bin, uint32_t keep)
 void bins_flush_all(struct heap *heap)
 {
     for (unsigned c = 0; c < CLASS_COUNT; c++) {
-        struct block *block = heap->bins[c].head;
-        uint32_t count = heap->bins[c].count;
+        struct bin *bin = &heap->bins[c];
+        struct block *block = bin->head;
+        uint32_t count = bin_count(heap, bin);
         counters_bytes_out(-(long)count * (long)class_size[c]);
-        heap->bins[c].head = NULL;
-        heap->bins[c].count = 0;
+        bin->head = NULL;
+        bin_set_count(heap, bin, 0);
         struct block *taken[BIN_MAX_BLOCKS + 1];
         blocks_take(block, count, taken);
         blocks_to_pages(heap, taken, count);
@@ -483,7 +494,7 @@ static inline bool bin_keep_carved(struct heap *self, struct block *block, uintp
      * of a class the thread does not allocate, it would hold the heap's
      * page, and so its segment, for as long as the thread lives (its blocks
      * go to the heap's remote list instead, which the purger collects). */
-    if (self->bins[class_index].limit == 0)
+    if (self->bin_limit[class_index] == 0)
         return false;
     if (unlikely(owner & (OWNER_ABANDONED | OWNER_PARKED_TAG)) &&
         (owner == OWNER_ABANDONED || !(self->bin_use[class_index] & BIN_REFILLED_LATELY)))

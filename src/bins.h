@@ -18,38 +18,56 @@
  * caller's slow path) on anything else. */
 
 /* A block from the calling thread's bin of the class, or NULL when the bin
- * is empty. Checks: the bin is not empty; the block's link word agrees with
- * its check word (block_next: a write after free or a double free that
- * reached the list is reported before its link is followed). */
+ * is empty or the class's sample countdown is spent (heap.h: the slow path
+ * samples or, the profiler off, starts it again). Checks, in one branch:
+ * the bin is not empty and the word's countdown, one pop less, is not
+ * negative (a user-space address less one never is, NULL less one is);
+ * then the block's link word agrees with its check word (block_next: a
+ * write after free or a double free that reached the list is reported
+ * before its link is followed). */
 static STRATA_ALWAYS_INLINE void *bin_pop(unsigned class_index)
 {
     struct bin *bin = &thread_heap->bins[class_index];
     struct block *block = bin->head;
-    if (likely(block != NULL)) {
+    uint64_t word = bin->word + BIN_POP_STEP;
+    if (likely(((int64_t)((uintptr_t)block - 1) | (int64_t)word) >= 0)) {
         bin->head = block_next(block);
         block_take(block);
-        counter_set(&bin->count, bin->count - 1);
+        __atomic_store_n(&bin->word, word, __ATOMIC_RELAXED);
+        return block;
     }
-    return block;
+    return NULL;
+}
+
+/* Whether the heap's bin of the class holds a block though a pop found
+ * none: then the class's sample countdown was spent, and it starts again
+ * (with the heap profiler off, a slow call every 2^31 pops). */
+static inline bool bin_countdown_restart(struct heap *heap, unsigned class_index)
+{
+    struct bin *bin = &heap->bins[class_index];
+    if (bin->head == NULL)
+        return false;
+    bin_set_countdown(bin, BIN_COUNTDOWN_OFF);
+    return true;
 }
 
 /* A free block onto a bin's list, counted; whether the bin is now past its
- * limit (the caller flushes it). The one check: the block is not free
- * already (its two words are not a free block's: block_is_free), which
- * reports a double free at the free that makes it, whichever list holds
- * the block (this bin, a page's free list, a remote list, another
- * thread's bin), since every hand-out clears the check word. The count
- * is compared as computed: read back after counter_set's atomic store, it
- * would be loaded again. */
+ * limit (its room below 0, the biased room's top bit clear: the caller
+ * flushes it). The one check: the block is not free already (its two
+ * words are not a free block's: block_is_free), which reports a double
+ * free at the free that makes it, whichever list holds the block (this
+ * bin, a page's free list, a remote list, another thread's bin), since
+ * every hand-out clears the check word. The word is tested as computed:
+ * read back after its atomic store, it would be loaded again. */
 static STRATA_ALWAYS_INLINE bool bin_push(struct bin *bin, struct block *block)
 {
     if (unlikely(block_is_free(block)))
         report_fatal("double free", block);
     block_set_next(block, bin->head);
     bin->head = block;
-    uint32_t count = bin->count + 1;
-    counter_set(&bin->count, count);
-    return count > bin->limit;
+    uint64_t word = bin->word - 1;
+    __atomic_store_n(&bin->word, word, __ATOMIC_RELAXED);
+    return (int32_t)(uint32_t)word >= 0;
 }
 
 /* Whether the calling heap's own_segments names p's segment (heap.h).

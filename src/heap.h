@@ -38,12 +38,26 @@
 #define REMOTE_CLOSED ((struct page *)(uintptr_t)1)
 
 /* A thread's cache of free blocks of one class, in front of the pages.
- * Invariant: the list holds `count` <= `limit` blocks of pages the heap owns. */
+ * Its count, its limit (the heap's bin_limit: 0 in checked mode and while
+ * its class drains, when every free goes to the pages) and the class's
+ * sample countdown share one word, so that the inline paths keep all
+ * three with the one add they make:
+ *   bits 0-31   BIN_ROOM_BIAS + limit - count: the room left, biased so
+ *               that a push past the limit (room -1, which the pusher
+ *               flushes) never borrows from the bits above;
+ *   bits 32-63  the heap profiler's countdown for the class, signed: the
+ *               pops left before one is sampled; BIN_COUNTDOWN_OFF, a
+ *               slow call every 2^31 pops, while it is off.
+ * A pop adds BIN_POP_STEP (room + 1, countdown - 1), a push takes 1 off.
+ * Invariant: the list holds `count` <= `limit` blocks of pages the heap
+ * owns (limit + 1 between a push and its flush). */
 struct bin {
     struct block *head;
-    uint32_t count;
-    uint32_t limit; /* 0 in checked mode, and while its class drains: every call goes to the pages */
+    uint64_t word;
 };
+#define BIN_ROOM_BIAS ((uint32_t)1 << 31)
+#define BIN_POP_STEP ((uint64_t)1 - ((uint64_t)1 << 32))
+#define BIN_COUNTDOWN_OFF INT32_MAX
 
 /* The secure flavour's quarantine (free.c): blocks the thread freed, oldest
  * first from `head`, each with its slot's size, freed for real once more
@@ -74,6 +88,7 @@ enum { BIN_REFILLED = 1, BIN_FLUSHED = 2, BIN_ACTIVE = 4, BIN_REFILLED_LATELY = 
 
 struct heap {
     struct bin bins[CLASS_COUNT];
+    uint32_t bin_limit[CLASS_COUNT]; /* each bin's (struct bin) */
     /* Segments of this heap that its owner's inline free met lately, one
      * per segment colour (the colour of the base indexes it; the base, or
      * OWN_SEGMENT_NONE): a pointer whose segment base is here lies in a
@@ -140,6 +155,50 @@ struct heap {
      * are the owner's alone and never need it. */
     struct os_lock lock;
 };
+
+/* A bin's figures from its word (struct bin). Other threads read them
+ * (statistics) as the owner writes: approximate while it runs. */
+static inline uint32_t bin_limit(const struct heap *heap, const struct bin *bin)
+{
+    return __atomic_load_n(&heap->bin_limit[bin - heap->bins], __ATOMIC_RELAXED);
+}
+
+static inline uint32_t bin_count(const struct heap *heap, const struct bin *bin)
+{
+    uint32_t room_biased = (uint32_t)__atomic_load_n(&bin->word, __ATOMIC_RELAXED);
+    return bin_limit(heap, bin) - (room_biased - BIN_ROOM_BIAS);
+}
+
+/* The class's sample countdown, in pops (negative: spent). */
+static inline int32_t bin_countdown(const struct bin *bin)
+{
+    return (int32_t)(uint32_t)(__atomic_load_n(&bin->word, __ATOMIC_RELAXED) >> 32);
+}
+
+/* The bin's count and limit set (the owner's, or under its heap's lock
+ * with the owner gone), its countdown kept. */
+static inline void bin_set(struct heap *heap, struct bin *bin, uint32_t count, uint32_t limit)
+{
+    __atomic_store_n(&heap->bin_limit[bin - heap->bins], limit, __ATOMIC_RELAXED);
+    uint64_t countdown = bin->word & ~(uint64_t)UINT32_MAX;
+    __atomic_store_n(&bin->word, countdown | (uint32_t)(BIN_ROOM_BIAS + limit - count), __ATOMIC_RELAXED);
+}
+
+static inline void bin_set_count(struct heap *heap, struct bin *bin, uint32_t count)
+{
+    bin_set(heap, bin, count, heap->bin_limit[bin - heap->bins]);
+}
+
+static inline void bin_set_limit(struct heap *heap, struct bin *bin, uint32_t limit)
+{
+    bin_set(heap, bin, bin_count(heap, bin), limit);
+}
+
+static inline void bin_set_countdown(struct bin *bin, int32_t pops)
+{
+    uint64_t room = bin->word & UINT32_MAX;
+    __atomic_store_n(&bin->word, ((uint64_t)(uint32_t)pops << 32) | room, __ATOMIC_RELAXED);
+}
 
 /* Every entry of the heap's own segments names none (a heap made, or given
  * up). */

@@ -239,7 +239,7 @@ static size_t foreign_binned(void)
     size_t n = 0;
     for (unsigned c = 0; c < CLASS_COUNT; c++) {
         const struct block *b = thread_heap->bins[c].head;
-        for (uint32_t i = 0; i < thread_heap->bins[c].count && b != NULL; i++, b = block_link(b))
+        for (uint32_t i = 0; i < bin_count(thread_heap, &thread_heap->bins[c]) && b != NULL; i++, b = block_link(b))
             n += atomic_load(&segment_of(b)->owner) != thread_heap->owner_word;
     }
     return n;

@@ -56,7 +56,7 @@ static int corrupt_current_page(void)
     unsigned c48 = size_class(48);
     struct page *page = page_of(segment_of(p), p);
     page->capacity++; /* one block more than its lists and bins hold */
-    size_t drain = heap->bins[c48].count + 1;
+    size_t drain = bin_count(heap, &heap->bins[c48]) + 1;
     for (size_t i = 0; i < drain; i++)
         strata_malloc(48);
     return 0; /* not reached in the debug build */
@@ -72,8 +72,9 @@ static int loop_at_flush(void)
 {
     unsigned c48 = size_class(48);
     (void)strata_malloc(48); /* a heap, a page and a refilled bin */
-    struct bin *bin = &thread_heap->bins[c48];
-    uint32_t limit = bin->limit;
+    struct heap *heap = thread_heap;
+    struct bin *bin = &heap->bins[c48];
+    uint32_t limit = bin_limit(heap, bin);
     uint32_t k = limit - limit / 2;
     void *x = strata_malloc(48), *others[BIN_MAX_BLOCKS];
     for (uint32_t i = 0; i < k; i++)
@@ -81,7 +82,7 @@ static int loop_at_flush(void)
     void *held[BIN_MAX_BLOCKS];
     for (uint32_t i = 0; i < limit / 2 - 1; i++)
         held[i] = strata_malloc(48);
-    while (bin->count > 0) /* empty the bin; no refill until the next call */
+    while (bin_count(heap, bin) > 0) /* empty the bin; no refill until the next call */
         (void)strata_malloc(48);
     for (uint32_t i = 0; i < limit / 2 - 1; i++)
         strata_free(held[i]);
@@ -162,9 +163,9 @@ static void test_adaptive_bins(void)
     unsigned c = size_class(8192);
     struct bin *bin = &heap->bins[c];
     uint32_t base = (uint32_t)(BIN_BYTES / 8192); /* its base limit: 32 KiB of 8 KiB blocks */
-    uint32_t before = bin->limit;
+    uint32_t before = bin_limit(heap, bin);
     swing(8192, 64, 8);
-    uint32_t grown = bin->limit;
+    uint32_t grown = bin_limit(heap, bin);
     CHECK_CMP(grown, >, 2 * before);
     CHECK_CMP(grown, <=, BIN_MAX_BLOCKS);
     CHECK_CMP(heap->bin_growth, >=, (size_t)(grown - base) * 8192);
@@ -182,15 +183,15 @@ static void test_adaptive_bins(void)
 
     /* Only the 48-byte class in use from here: the 8 KiB bin shrinks, its
      * blocks going back to the pages, and its growth to the budget. */
-    grown = bin->limit;
+    grown = bin_limit(heap, bin);
     size_t growth = heap->bin_growth;
     uint64_t delay = strata_options.purge_delay_ns;
     for (int period = 0; period < 3; period++) {
         sleep_ns(delay + 2000000);
         swing(48, 4 * BIN_BASE_MAX_BLOCKS, 2 * BIN_AGE_EVERY / 4);
     }
-    CHECK_CMP(bin->limit, <, grown);
-    CHECK_CMP(bin->count, <=, bin->limit);
+    CHECK_CMP(bin_limit(heap, bin), <, grown);
+    CHECK_CMP(bin_count(heap, bin), <=, bin_limit(heap, bin));
     CHECK_CMP(heap->bin_growth, <, growth);
     CHECK_SOUND(heap_check(heap));
 }
@@ -307,9 +308,39 @@ static void test_first_page(void)
      * the bin, so the page's own list is empty. */
     CHECK(page->free == NULL);
     CHECK_CMP(page->used, ==, page->capacity);
-    CHECK_CMP(bin->count, ==, page->capacity - 1);
+    CHECK_CMP(bin_count(heap, bin), ==, page->capacity - 1);
     CHECK_SOUND(heap_check(heap));
     strata_free(first);
+}
+
+/* A bin's word keeps its count, its limit and the class's sample
+ * countdown apart: pops take the countdown down one each, pushes leave it;
+ * a pop that would spend it goes to the slow path, which (the profiler off)
+ * starts it again and hands out the bin's block. */
+static void test_sample_countdown(void)
+{
+    struct heap *heap = own_heap();
+    unsigned c = size_class(48);
+    struct bin *bin = &heap->bins[c];
+    strata_free(strata_malloc(48)); /* a refilled bin */
+    CHECK_CMP(bin_count(heap, bin), >=, 3);
+    CHECK_CMP(bin_countdown(bin), >, INT32_MAX / 2); /* off: far from spent */
+    uint32_t count = bin_count(heap, bin), limit = bin_limit(heap, bin);
+    bin_set_countdown(bin, 1);
+    void *first = strata_malloc(48);
+    CHECK_CMP(bin_countdown(bin), ==, 0);
+    CHECK_CMP(bin_count(heap, bin), ==, count - 1);
+    struct block *next = bin->head;
+    void *second = strata_malloc(48); /* spent: the slow path */
+    CHECK_CMP(second, ==, next);
+    CHECK_CMP(bin_countdown(bin), ==, BIN_COUNTDOWN_OFF - 1);
+    CHECK_CMP(bin_count(heap, bin), ==, count - 2);
+    CHECK_CMP(bin_limit(heap, bin), ==, limit);
+    strata_free(second);
+    strata_free(first);
+    CHECK_CMP(bin_countdown(bin), ==, BIN_COUNTDOWN_OFF - 1);
+    CHECK_CMP(bin_count(heap, bin), ==, count);
+    CHECK_SOUND(heap_check(heap));
 }
 
 /* A block handed out holds no free block's words. A free lands in the bin,
@@ -322,10 +353,10 @@ static void test_free_to_bin(void)
     void *block = strata_malloc(48);
     struct page *page = page_of(segment_of(block), block);
     CHECK(!block_is_free(block));
-    uint32_t before = bin->count, used = page->used;
+    uint32_t before = bin_count(heap, bin), used = page->used;
     struct block *second = bin->head;
     strata_free(block);
-    CHECK_CMP(bin->count, ==, before + 1);
+    CHECK_CMP(bin_count(heap, bin), ==, before + 1);
     CHECK_CMP(bin->head, ==, block);
     CHECK_CMP(page->used, ==, used);
     CHECK(block_is_free(block));
@@ -343,14 +374,14 @@ static void test_bin_flush(void)
 {
     struct heap *heap = own_heap();
     struct bin *bin = &heap->bins[size_class(48)];
-    size_t n = bin->limit + 8;
+    size_t n = bin_limit(heap, bin) + 8;
     for (size_t i = 0; i < n; i++)
         blocks[i] = strata_malloc(48);
     CHECK_SOUND(heap_check(heap));
     for (size_t i = 0; i < n; i++)
         strata_free(blocks[i]);
-    CHECK_CMP(bin->count, <=, bin->limit);
-    CHECK_CMP(bin->count, >=, bin->limit / 2);
+    CHECK_CMP(bin_count(heap, bin), <=, bin_limit(heap, bin));
+    CHECK_CMP(bin_count(heap, bin), >=, bin_limit(heap, bin) / 2);
     CHECK_CMP(heap->bin_drained_limit[size_class(48)], ==, 0);
     CHECK_SOUND(heap_check(heap));
 }
@@ -374,7 +405,7 @@ static void test_bin_drain(void)
     CHECK_CMP(total, >, (size_t)(BIN_DRAIN_FLUSHES + 1) * BIN_MAX_BLOCKS);
     for (size_t i = 0; i < total; i++)
         blocks[i] = strata_malloc(72);
-    uint32_t limit = bin->limit;
+    uint32_t limit = bin_limit(heap, bin);
     CHECK_CMP(heap->bin_drained_limit[c], ==, 0);
     CHECK_SOUND(heap_check(heap));
     /* Freed in an order that visits every page in turn, as a tree's
@@ -382,8 +413,8 @@ static void test_bin_drain(void)
     size_t stride = total % 7919 ? 7919 : 7907; /* a prime not dividing total: every block once */
     for (size_t i = 0; i < total; i++)
         strata_free(blocks[i * stride % total]);
-    CHECK_CMP(bin->limit, ==, 0);
-    CHECK_CMP(bin->count, ==, 0);
+    CHECK_CMP(bin_limit(heap, bin), ==, 0);
+    CHECK_CMP(bin_count(heap, bin), ==, 0);
     CHECK_CMP(heap->bin_drained_limit[c], ==, limit);
     CHECK_SOUND(heap_check(heap));
     size_t pinned = 0;
@@ -408,7 +439,7 @@ static void test_bin_drain(void)
     for (int i = 1; i < AGAIN; i++)
         in_order &= again[i] == again[i - 1] + current->block_size;
     CHECK(in_order);
-    CHECK_CMP(bin->limit, >=, limit);
+    CHECK_CMP(bin_limit(heap, bin), >=, limit);
     CHECK_CMP(heap->bin_drained_limit[c], ==, 0);
     CHECK_SOUND(heap_check(heap));
     for (int i = 0; i < AGAIN; i++)
@@ -538,10 +569,10 @@ static void test_refill_prefers_available(void)
     struct bin *bin = &heap->bins[c3000];
     size_t n = 0;
     /* Three pages or more, the bin empty, the current page spent. */
-    while (n < COUNT && (n < 63 || bin->count > 0 || heap->current[c3000]->free != NULL ||
+    while (n < COUNT && (n < 63 || bin_count(heap, bin) > 0 || heap->current[c3000]->free != NULL ||
                          heap->current[c3000]->capacity < heap->current[c3000]->reserved))
         blocks[n++] = strata_malloc(3000);
-    CHECK(bin->count == 0 && heap->current[c3000]->free == NULL);
+    CHECK(bin_count(heap, bin) == 0 && heap->current[c3000]->free == NULL);
     /* One block of an older page goes back to it: that page is available. */
     void *local = blocks[0];
     struct page *available = page_of(segment_of(local), local);
@@ -568,7 +599,7 @@ static void test_refill_prefers_available(void)
     CHECK_CMP(atomic_load(&heap->remote), ==, remote_page); /* left for a later refill */
     /* No page of the class with a free block now: the next refill takes
      * the stack. */
-    CHECK(bin->count == 0 && heap->available[c3000] == NULL);
+    CHECK(bin_count(heap, bin) == 0 && heap->available[c3000] == NULL);
     void *second = heap_bin_refill(heap, c3000);
     CHECK(atomic_load(&heap->remote) == NULL);
     CHECK(second != NULL);
@@ -774,10 +805,10 @@ static void test_heap_check_names(void)
     unsigned c2000 = size_class(2000);
     void *held = strata_malloc(2000); /* a current page for the class */
     struct bin *bin = &heap->bins[c2000];
-    bin->count++;
+    bin_set_count(heap, bin, bin_count(heap, bin) + 1);
     const char *broken = heap_check(heap);
     CHECK(broken != NULL && strstr(broken, "bin of class") != NULL);
-    bin->count--;
+    bin_set_count(heap, bin, bin_count(heap, bin) - 1);
     CHECK_SOUND(heap_check(heap));
     /* The page counts one block more in use than its free list leaves (one
      * fewer if it is full: more would break its capacity first). */
@@ -875,6 +906,7 @@ static const struct check_case cases[] = {
 static const struct check_test tests[] = {
     {"first_page", test_first_page},
     {"free_to_bin", test_free_to_bin},
+    {"sample_countdown", test_sample_countdown},
     {"bin_flush", test_bin_flush},
     {"bin_drain", test_bin_drain},
     {"empty_pages", test_empty_pages},
