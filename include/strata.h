@@ -103,6 +103,18 @@ size_t strata_usable_size(const void *ptr);
  * and large mappings. Other threads' caches are left to them. */
 void strata_trim(void);
 
+/* The heap profiler (docs/usage.md, "Where the memory goes"): with
+ * STRATA_PROFILE set, one allocation in about every STRATA_PROFILE_SAMPLE
+ * bytes (512 KiB) is sampled with its call stack. Writes the profile now to
+ * `path`: the blocks and bytes each call stack holds and has allocated,
+ * estimated from the samples, in the gperftools heap-profile text that
+ * google-pprof and jeprof read (with the process's mappings, for their
+ * symbols); beside it `path`.peak (held when the held bytes peaked),
+ * `path`.folded and `path`.peak.folded (folded stacks of addresses and the
+ * bytes they hold, for flame graphs). Returns 0, or an errno value: ENOTSUP
+ * with the profiler off, or the error that stopped a file's write. */
+int strata_profile_dump(const char *path);
+
 #define STRATA_STATS_CLASSES 96
 
 /* A snapshot of strata's memory. Other threads' caches are read without

@@ -18,6 +18,11 @@ static void purge_all(struct heap *heap, void *unused)
     heap_purge_dirty(heap);
 }
 
+STRATA_EXPORT int strata_profile_dump(const char *path)
+{
+    return profile_dump(path);
+}
+
 STRATA_EXPORT void strata_trim(void)
 {
     strata_init();
@@ -72,13 +77,42 @@ static struct heap *calling_heap(void)
     return heap;
 }
 
-static STRATA_NOINLINE void *alloc_class_slow(unsigned class_index)
+/* An allocation the heap profiler samples (profile.h): a large block of its
+ * own, whose free and realloc release its record; NULL when the profiler
+ * is off or takes no sample now (the caller allocates as ever). The
+ * secure flavour's blocks keep their own layout: not sampled there yet. */
+static STRATA_NOINLINE void *alloc_sampled(size_t size, size_t chance_bytes, size_t alignment, bool zero)
+{
+    if (STRATA_SECURE_BUILD || !profile_on)
+        return NULL;
+    struct profile_sample *sample = profile_sample_take(size, chance_bytes);
+    if (sample == NULL)
+        return NULL;
+    void *p = large_alloc(size, alignment, zero);
+    if (p == NULL) {
+        profile_sample_release(sample);
+        return NULL;
+    }
+    large_attach_sample(p, sample);
+    return p;
+}
+
+/* A block of the class for a request of `size` bytes (the heap profiler's
+ * figure for a sample) when the bin has none to give inline. */
+static STRATA_NOINLINE void *alloc_class_slow(unsigned class_index, size_t size)
 {
     struct heap *heap = calling_heap();
     if (unlikely(heap == NULL))
         return NULL;
-    if (unlikely(bin_countdown_restart(heap, class_index)))
-        return alloc_class(class_index);
+    if (unlikely(bin_countdown_take(heap, class_index))) {
+        /* As aligned as the class's blocks (an aligned allocation's). */
+        size_t alignment = class_size[class_index] & -class_size[class_index];
+        void *block = alloc_sampled(size, class_size[class_index], alignment, false);
+        if (block == NULL)
+            block = bin_pop_uncounted(heap, class_index);
+        if (block != NULL)
+            return block;
+    }
     void *block = heap_bin_refill(heap, class_index);
     if (STRATA_DEBUG_BUILD)
         heap_debug_refill(heap);
@@ -93,7 +127,7 @@ static STRATA_NOINLINE void *alloc_class_slow(unsigned class_index)
 void *alloc_class(unsigned class_index)
 {
     void *block = bin_pop(class_index);
-    return likely(block != NULL) ? block : alloc_class_slow(class_index);
+    return likely(block != NULL) ? block : alloc_class_slow(class_index, class_size[class_index]);
 }
 
 void *alloc_large(size_t size, size_t alignment, bool zero)
@@ -108,6 +142,11 @@ void *alloc_large(size_t size, size_t alignment, bool zero)
 
 void *alloc_big(size_t size, bool zero)
 {
+    if (unlikely(profile_on) && profile_big_due(size)) {
+        void *sampled = alloc_sampled(size, size, 0, zero);
+        if (sampled != NULL)
+            return sampled;
+    }
     if (size > MEDIUM_MAX)
         return alloc_large(size, 0, zero);
     struct heap *heap = calling_heap();
@@ -125,7 +164,7 @@ void *alloc_slow(size_t size)
 {
     if (unlikely(size > SMALL_MAX))
         return alloc_big(size, false);
-    return alloc_class_slow(size_class(size));
+    return alloc_class_slow(size_class(size), size);
 }
 
 void *realloc_large(void *p, size_t size)

@@ -38,7 +38,7 @@ void bins_init(struct heap *heap)
 {
     for (unsigned c = 0; c < CLASS_COUNT; c++) {
         heap->bins[c].head = NULL;
-        heap->bins[c].word = (uint64_t)BIN_COUNTDOWN_OFF << 32;
+        heap->bins[c].word = (uint64_t)(uint32_t)profile_next_pops(class_size[c]) << 32;
         bin_set(heap, &heap->bins[c], 0, strata_options.check ? 0 : bin_base_limit(c));
         heap->bin_use[c] = 0;
         heap->bin_flushes[c] = 0;

@@ -11,6 +11,7 @@
 #define STRATA_BINS_H
 
 #include "heap.h"
+#include "profile.h"
 
 /* ---- the inline paths ----------------------------------------------------
  * An allocation pops its class's bin, a free pushes onto it; each makes
@@ -39,16 +40,36 @@ static STRATA_ALWAYS_INLINE void *bin_pop(unsigned class_index)
     return NULL;
 }
 
-/* Whether the heap's bin of the class holds a block though a pop found
- * none: then the class's sample countdown was spent, and it starts again
- * (with the heap profiler off, a slow call every 2^31 pops). */
-static inline bool bin_countdown_restart(struct heap *heap, unsigned class_index)
+/* The slow path's allocation of the class counts as a pop: whether it is
+ * the one the class's sample countdown picked (the countdown at 0: drawn
+ * again here, and the caller samples the allocation or, with the heap
+ * profiler off or unable, makes it with bin_pop_uncounted), else the
+ * countdown goes down one (a refill's block). */
+static inline bool bin_countdown_take(struct heap *heap, unsigned class_index)
 {
     struct bin *bin = &heap->bins[class_index];
-    if (bin->head == NULL)
+    int32_t countdown = bin_countdown(bin);
+    if (countdown > 0) {
+        bin_set_countdown(bin, countdown - 1);
         return false;
-    bin_set_countdown(bin, BIN_COUNTDOWN_OFF);
+    }
+    bin_set_countdown(bin, profile_next_pops(class_size[class_index]));
     return true;
+}
+
+/* A block from the heap's bin of the class without a count against its
+ * sample countdown (bin_countdown_take's caller), or NULL when the bin is
+ * empty. Checks: block_next's. */
+static inline void *bin_pop_uncounted(struct heap *heap, unsigned class_index)
+{
+    struct bin *bin = &heap->bins[class_index];
+    struct block *block = bin->head;
+    if (block != NULL) {
+        bin->head = block_next(block);
+        block_take(block);
+        __atomic_store_n(&bin->word, bin->word + 1, __ATOMIC_RELAXED);
+    }
+    return block;
 }
 
 /* A free block onto a bin's list, counted; whether the bin is now past its

@@ -12,7 +12,7 @@
  * lines below (layer number, name, objects) and checks the object files and
  * the README's design table against them.
  *   0 os: os.c
- *   1 base: report.c options.c sizeclass.c counters.c instrument.c
+ *   1 base: report.c options.c sizeclass.c counters.c instrument.c profile.c
  *   2 segments and pages: purge.c segment.c
  *   3 large blocks and thread heaps: large.c zero_size.c heap.c purge_policy.c pages.c bins.c heap_check.c lifecycle.c
  *   4 free paths: free.c
@@ -31,6 +31,8 @@
  *   4. the abandoned lock (segment.c): the abandoned segments and their pages
  *   5. the large lock (large.c): the registry and the mapping cache
  *   6. the zero-size lock (zero_size.c): which of its slots are handed out
+ *   7. the profile lock (profile.c): the heap profiler's records, taken with
+ *      no other held; its dump writes its files under it
  * No system call runs under locks 1, 3, 4, 5 or 6, which every thread may
  * want: a thread maps, remaps, purges and unmaps only under its own heap's
  * lock, or under none. */
@@ -41,6 +43,7 @@
 #include "layout.h"
 #include "options.h"
 #include "os.h"
+#include "profile.h"
 #include "report.h"
 
 /* ---- purge.c: giving free slices back to the OS ------------------------ */
@@ -141,6 +144,9 @@ void segment_fork_child(void);
 void *large_alloc(size_t size, size_t alignment, bool zero);
 /* Frees `p` if it is a live large block; false if it is not one. */
 bool large_free(void *p);
+/* The heap profiler's record of a large block just allocated for a sample
+ * (alloc.c): released when the block is freed or reallocated. */
+void large_attach_sample(void *p, struct profile_sample *sample);
 /* Whether `p` is one of the large blocks freed last (its address not
  * taken again since): a second free of it is a double free. */
 bool large_was_freed(const void *p);

@@ -21,10 +21,12 @@ static void fork_prepare(void)
     segment_lock_all();
     large_lock_all();
     zero_size_lock_all();
+    profile_lock_all();
 }
 
 static void fork_parent(void)
 {
+    profile_unlock_all();
     zero_size_unlock_all();
     large_unlock_all();
     segment_unlock_all();
@@ -55,6 +57,7 @@ static void fork_child(void)
     segment_fork_child();
     large_fork_child();
     zero_size_fork_child();
+    profile_fork_child();
 }
 
 /* A thread with a heap exits: a parked heap needs the purger, which may be
@@ -77,6 +80,7 @@ void strata_init(void)
     if (!once_begin(&init_once, &init_running_here))
         return;
     config_init();
+    profile_init();
     heap_threads_init(thread_exit);
     pthread_atfork(fork_prepare, fork_parent, fork_child);
     stats_init();

@@ -23,6 +23,7 @@ struct large_entry {
     uintptr_t address; /* 0: empty slot, 1: deleted */
     size_t map_size;
     size_t alignment;
+    struct profile_sample *sample; /* the heap profiler's record of a sampled block */
 };
 
 #define SLOT_DELETED ((uintptr_t)1)
@@ -151,7 +152,7 @@ static bool insert(uintptr_t address, size_t map_size, size_t alignment)
             if (table[i].address == SLOT_DELETED || has_room(1)) {
                 recent_forget(address);
                 table_filled += table[i].address == 0;
-                table[i] = (struct large_entry){address, map_size, alignment};
+                table[i] = (struct large_entry){address, map_size, alignment, NULL};
                 strata_assert_cmp((table_filled + table_reserved) * 2, <=, table_capacity);
                 return true;
             }
@@ -179,7 +180,7 @@ static void registry_move(uintptr_t from, uintptr_t to, size_t map_size, size_t 
     strata_assert(entry != NULL && table_reserved > 0);
     table_reserved--;
     if (to == (from & ~SLOT_MOVING)) {
-        *entry = (struct large_entry){to, map_size, alignment};
+        *entry = (struct large_entry){to, map_size, alignment, NULL};
         return;
     }
     entry->address = SLOT_DELETED;
@@ -548,6 +549,15 @@ void *large_alloc(size_t size, size_t alignment, bool zero)
     return p;
 }
 
+void large_attach_sample(void *p, struct profile_sample *sample)
+{
+    pthread_mutex_lock(&large_lock);
+    struct large_entry *entry = lookup((uintptr_t)p);
+    strata_assert(entry != NULL && entry->sample == NULL);
+    entry->sample = sample;
+    pthread_mutex_unlock(&large_lock);
+}
+
 bool large_free(void *p)
 {
     struct cached_mapping evicted[CACHE_SLOTS + 1];
@@ -557,6 +567,7 @@ bool large_free(void *p)
         pthread_mutex_unlock(&large_lock);
         return false;
     }
+    struct profile_sample *sample = entry->sample;
     size_t map_size = entry->map_size;
     struct large_header *h = header_checked(p, map_size);
     bool page_aligned = entry->alignment <= os_page_size();
@@ -576,6 +587,8 @@ bool large_free(void *p)
     size_t n = cache_expire(evicted, false);
     bool kept = page_aligned && cache_put(base, map_size, evicted, &n);
     pthread_mutex_unlock(&large_lock);
+    if (sample != NULL)
+        profile_sample_release(sample);
     unmap_all(evicted, n);
     if (kept)
         purger_ask(); /* it gives the mapping back if no allocation takes it */
@@ -727,7 +740,14 @@ void *large_realloc(void *p, size_t size)
     struct large_entry *entry = lookup((uintptr_t)p);
     size_t old_size = entry ? entry->map_size : 0;
     size_t alignment = entry ? entry->alignment : 0;
+    /* A sampled block's realloc ends its sample (one that stays in place
+     * by the header alone, above, keeps it, as it was first sampled). */
+    struct profile_sample *sample = entry ? entry->sample : NULL;
+    if (sample != NULL)
+        entry->sample = NULL;
     pthread_mutex_unlock(&large_lock);
+    if (sample != NULL)
+        profile_sample_release(sample);
     if (old_size == 0)
         report_fatal("realloc of a pointer strata did not allocate", p);
 

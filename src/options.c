@@ -54,6 +54,13 @@ static const struct option_row rows[] = {
      "secure flavour: freed blocks a thread holds back from reuse, at most (0: none)", NULL},
     {"STRATA_QUARANTINE_KB", 256, 0, 1L << 20, &strata_options.quarantine_kb,
      "secure flavour: bytes of freed blocks a thread holds back from reuse, at most, in KiB", NULL},
+    {"STRATA_PROFILE", 0, 0, 0, NULL,
+     "the heap profiler: sample allocations and, at exit, write the profile to this path (and .peak, .folded)",
+     &strata_options.profile_path},
+    {"STRATA_PROFILE_SAMPLE", 512 * 1024, 1, 1L << 40, &strata_options.profile_sample,
+     "with STRATA_PROFILE, one allocation sampled in about every this many bytes", NULL},
+    {"STRATA_PROFILE_SEED", 0, 0, 1L << 62, &strata_options.profile_seed,
+     "with STRATA_PROFILE, the samples drawn from this seed, the same each run (0: a fresh seed)", NULL},
 };
 
 /* Flags take one syntax, in any case: 1, yes, on, true; 0, no, off, false. */

@@ -29,6 +29,9 @@ struct options {
     long sample_ms;        /* STRATA_SAMPLE_MS, 0: never (always 0 without a stats file) */
     long quarantine_blocks; /* STRATA_QUARANTINE_BLOCKS (secure flavour) */
     long quarantine_kb;     /* STRATA_QUARANTINE_KB (secure flavour) */
+    const char *profile_path; /* STRATA_PROFILE, NULL: the heap profiler off */
+    long profile_sample;      /* STRATA_PROFILE_SAMPLE: bytes between samples, on average */
+    long profile_seed;        /* STRATA_PROFILE_SEED, 0: none (the samples differ run to run) */
     uint64_t purge_delay_ns; /* derived: purge_delay_ms in nanoseconds */
     uint64_t sample_ns;      /* derived: sample_ms in nanoseconds */
     /* derived: the purger thread starts with the first heap, to purge

@@ -90,6 +90,21 @@ if [ -x "$BUILD/tests/test_context" ] && selected "test_context (STRATA_CHECK=1)
     STRATA_CHECK=1 timeout 600 "$BUILD/tests/test_context" > "$out" 2>&1
     record "test_context (STRATA_CHECK=1)" "$out" $?
 fi
+# The heap profiler sampling one allocation in every 4 KiB or so: sampled
+# blocks (large blocks of their own) through every call of the API, and
+# across threads with every block checked; each writes its profile at exit.
+for t in test_api test_stress; do
+    [ "$SANITIZER" = tsan ] && continue # not yet run under TSan (the next step's)
+    if [ -x "$BUILD/tests/$t" ] && selected "$t (STRATA_PROFILE)"; then
+        profile_dir=$(mktemp -d)
+        STRATA_PROFILE="$profile_dir/profile" STRATA_PROFILE_SAMPLE=4096 STRESS_SCALE=$(awk "BEGIN { print $stress_scale / 2 }") \
+            timeout 600 "$BUILD/tests/$t" > "$out" 2>&1
+        status=$?
+        [ -s "$profile_dir/profile" ] || { echo "no profile written at exit" >> "$out"; status=1; }
+        record "$t (STRATA_PROFILE)" "$out" $status
+        rm -rf "$profile_dir"
+    fi
+done
 # Thread exit without a purger thread: heaps are given up at once.
 if [ -x "$BUILD/tests/test_exit" ] && selected "test_exit (STRATA_BACKGROUND_PURGE=0)"; then
     STRATA_BACKGROUND_PURGE=0 timeout 600 "$BUILD/tests/test_exit" > "$out" 2>&1

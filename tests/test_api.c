@@ -453,8 +453,31 @@ static void test_quarantine(void)
     CHECK_CMP(q->bytes, ==, 0u);
 }
 
+/* Without STRATA_PROFILE the profiler is off: a dump writes nothing and
+ * says so; with it (the suite run profiled), the dump is written.
+ * (tests/test_profile.sh checks what a profile holds.) */
+static void test_profile_dump(void)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/strata-profile-test-%ld", (long)getpid());
+    if (getenv("STRATA_PROFILE") == NULL) {
+        CHECK_CMP(strata_profile_dump(path), ==, ENOTSUP);
+        CHECK(access(path, F_OK) != 0);
+        return;
+    }
+    CHECK_CMP(strata_profile_dump(path), ==, 0);
+    CHECK(access(path, F_OK) == 0);
+    const char *suffixes[] = {"", ".peak", ".folded", ".peak.folded"};
+    for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; i++) {
+        char name[96];
+        snprintf(name, sizeof name, "%s%s", path, suffixes[i]);
+        CHECK(unlink(name) == 0);
+    }
+}
+
 static const struct check_test tests[] = {
     {"version", test_version},
+    {"profile_dump", test_profile_dump},
     {"malloc", test_malloc},
     {"calloc", test_calloc},
     {"realloc", test_realloc},

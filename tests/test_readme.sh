@@ -46,10 +46,17 @@ for setting in $in_force; do
     [ "$name" = STRATA_VERBOSE ] && value=0
     check 'grep -q "^| \`$name\` | \`$value\` | " docs/usage.md' "docs/usage.md's options table has $name with default $value"
 done
+profile_dir=$(mktemp -d)
+check 'env -i STRATA_VERBOSE=1 STRATA_PROFILE="$profile_dir/p" LD_PRELOAD="$PWD/$BUILD/libstrata.so" /bin/true 2>&1 | grep -q " STRATA_PROFILE=$profile_dir/p "' \
+    "the library knows STRATA_PROFILE, a path named in the line when set"
+rm -rf "$profile_dir"
 for name in $(sed -n 's/^| `\(STRATA_[A-Z_]*\)` | .*/\1/p' docs/usage.md); do
     case " $in_force " in
         *" $name="*) ;;
-        *) [ "$name" = STRATA_STATS_FILE ] || check false "docs/usage.md's options table has $name, which the library does not know" ;;
+        *) case $name in
+               STRATA_STATS_FILE | STRATA_PROFILE) ;; # paths: named in the line only when set
+               *) check false "docs/usage.md's options table has $name, which the library does not know" ;;
+           esac ;;
     esac
 done
 # The in-force line docs/usage.md shows names the library's options, in

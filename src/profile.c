@@ -1,0 +1,484 @@
+/* profile.c: the heap profiler's records and reports (profile.h). A
+ * sample's record holds its stack's entry and the estimate it stands for;
+ * a stack's entry adds up its samples' estimates: held now, held when the
+ * estimated bytes held last peaked, allocated since start. Records and
+ * stacks live in memory mapped for them, never in strata's heaps, under
+ * one lock, which a sample (about one per STRATA_PROFILE_SAMPLE bytes) or
+ * a dump takes. A thread inside the profiler (its unwinding, its dump)
+ * samples nothing, so the profiler never calls itself. */
+#include <errno.h>
+#include <stdarg.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <unistd.h>
+#include <unwind.h>
+
+#include "options.h"
+#include "os.h"
+#include "profile.h"
+#include "report.h"
+
+STRATA_INTERNAL bool profile_on;
+
+/* The deepest stack a sample keeps, in frames (the outermost are cut). */
+#define PROFILE_DEPTH 64
+/* Stack entries' hash buckets (a power of two). */
+#define PROFILE_BUCKETS 4096
+/* Memory for records is mapped this much at a time. */
+#define PROFILE_CHUNK ((size_t)256 << 10)
+
+struct profile_stack {
+    struct profile_stack *next_in_bucket;
+    struct profile_stack *next_made; /* every stack, newest first */
+    uint64_t hash;
+    uint32_t depth;
+    double held_bytes, held_blocks;   /* estimates, now */
+    double peak_bytes, peak_blocks;   /* at the last peak of all held bytes */
+    double total_bytes, total_blocks; /* allocated since start */
+    uintptr_t frames[];               /* innermost first */
+};
+
+struct profile_sample {
+    struct profile_sample *next_free;
+    struct profile_stack *stack;
+    double bytes, blocks; /* what the sample stands for */
+};
+
+static struct os_lock profile_lock;
+static struct profile_stack *buckets[PROFILE_BUCKETS];
+static struct profile_stack *stacks_made;
+static struct profile_sample *samples_free;
+static char *chunk_next, *chunk_end;
+static double held_bytes, held_blocks, peak_bytes;
+static double sample_mean; /* STRATA_PROFILE_SAMPLE, in bytes */
+static uintptr_t own_text_start, own_text_end; /* frames to leave out: strata's own */
+static _Atomic bool exit_dumped;
+static long profiled_pid; /* a forked child's exit writes path.PID */
+static _Atomic uint64_t threads_seeded;
+
+static STRATA_TLS bool inside_profiler;
+static STRATA_TLS uint64_t random_state;
+static STRATA_TLS double big_bytes_left; /* profile_big_due's countdown, 0: not drawn yet */
+
+extern char __ehdr_start[] __attribute__((visibility("hidden")));
+extern char __etext[] __attribute__((visibility("hidden")));
+
+/* ---- numbers ------------------------------------------------------------- */
+/* ln(x) for x > 0, from its exponent and atanh's series on the mantissa
+ * (relative error under 1e-9), so that strata needs no libm. */
+static double profile_ln(double x)
+{
+    uint64_t bits;
+    memcpy(&bits, &x, sizeof bits);
+    int exponent = (int)((bits >> 52) & 0x7ff) - 1023;
+    bits = (bits & ~((uint64_t)0x7ff << 52)) | ((uint64_t)1023 << 52);
+    double m;
+    memcpy(&m, &bits, sizeof m); /* in [1, 2) */
+    if (m > 1.4142135623730951) {
+        m /= 2;
+        exponent++;
+    }
+    double t = (m - 1) / (m + 1), t2 = t * t, term = t, sum = 0;
+    for (int k = 1; k < 24; k += 2) {
+        sum += term / k;
+        term *= t2;
+    }
+    return exponent * 0.6931471805599453 + 2 * sum;
+}
+
+/* e^-x for x >= 0: 2^-k e^-r with r below ln 2, r's by its series. */
+static double profile_exp_neg(double x)
+{
+    if (x > 700)
+        return 0;
+    int k = (int)(x / 0.6931471805599453);
+    double r = x - k * 0.6931471805599453, term = 1, sum = 1;
+    for (int i = 1; i < 18; i++) {
+        term *= -r / i;
+        sum += term;
+    }
+    while (k-- > 0)
+        sum /= 2;
+    return sum;
+}
+
+static uint64_t next_random(void)
+{
+    uint64_t x = random_state;
+    if (unlikely(x == 0)) {
+        /* STRATA_PROFILE_SEED: each thread's numbers from the seed and its
+         * order of arrival, so that a run repeats. */
+        uint64_t z = strata_options.profile_seed != 0
+                         ? (uint64_t)strata_options.profile_seed + 0x9e3779b97f4a7c15u * (atomic_fetch_add(&threads_seeded, 1) + 1)
+                         : os_random();
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+        x = (z ^ (z >> 31)) | 1;
+    }
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    random_state = x;
+    return x;
+}
+
+/* A gap of the exponential distribution of mean sample_mean, in bytes. */
+static double exponential_gap(void)
+{
+    double u = ((double)(next_random() >> 11) + 1) * (1.0 / 9007199254740992.0); /* (0, 1] */
+    return -profile_ln(u) * sample_mean;
+}
+
+int32_t profile_next_pops(size_t block_size)
+{
+    if (!profile_on)
+        return INT32_MAX;
+    /* Whole blocks past a gap in bytes: a geometric count, each block's
+     * chance 1 - e^(-block_size / mean), as the bytes' gaps give it. */
+    double pops = exponential_gap() / (double)block_size;
+    return pops >= INT32_MAX - 1 ? INT32_MAX - 1 : (int32_t)pops;
+}
+
+bool profile_big_due(size_t size)
+{
+    if (unlikely(big_bytes_left == 0)) /* the thread's first: a gap of its own */
+        big_bytes_left = exponential_gap() + 1;
+    big_bytes_left -= (double)size;
+    if (big_bytes_left > 0)
+        return false;
+    /* The gaps are memoryless: the next sample's distance from this
+     * block's end is a fresh gap, however far past the last one it ran
+     * (an impossible size among them). */
+    big_bytes_left = exponential_gap();
+    return true;
+}
+
+/* ---- start-up ------------------------------------------------------------ */
+static void dump_at_exit_handler(void)
+{
+    profile_dump_at_exit();
+}
+
+void profile_init(void)
+{
+    if (strata_options.profile_path == NULL)
+        return;
+    sample_mean = (double)strata_options.profile_sample;
+    os_lock_init(&profile_lock);
+    /* strata's own frames, the innermost of each stack, are left out: the
+     * range of the library's code, when it is a library (in a program
+     * linked with libstrata.a it would be the program's: kept whole). */
+    const char *own = __ehdr_start;
+    uintptr_t program_headers = (uintptr_t)getauxval(AT_PHDR);
+    uint64_t own_phoff;
+    memcpy(&own_phoff, own + 32, sizeof own_phoff); /* e_phoff */
+    if ((uintptr_t)own + own_phoff != program_headers) {
+        own_text_start = (uintptr_t)__ehdr_start;
+        own_text_end = (uintptr_t)__etext;
+    }
+    profiled_pid = os_pid();
+    profile_on = true;
+    atexit(dump_at_exit_handler);
+}
+
+/* ---- records ------------------------------------------------------------- */
+static void *record_memory(size_t bytes)
+{
+    bytes = (bytes + 15) & ~(size_t)15;
+    if ((size_t)(chunk_end - chunk_next) < bytes) {
+        char *chunk = os_map(PROFILE_CHUNK);
+        if (chunk == NULL)
+            return NULL;
+        chunk_next = chunk;
+        chunk_end = chunk + PROFILE_CHUNK;
+    }
+    void *p = chunk_next;
+    chunk_next += bytes;
+    return p;
+}
+
+struct unwinding {
+    uintptr_t frames[PROFILE_DEPTH];
+    uint32_t depth;
+};
+
+static _Unwind_Reason_Code unwind_step(struct _Unwind_Context *context, void *arg)
+{
+    struct unwinding *u = arg;
+    uintptr_t ip = (uintptr_t)_Unwind_GetIP(context);
+    if (ip == 0)
+        return _URC_END_OF_STACK;
+    if (ip >= own_text_start && ip < own_text_end && u->depth == 0)
+        return _URC_NO_REASON; /* strata's own frames, innermost */
+    u->frames[u->depth++] = ip;
+    return u->depth == PROFILE_DEPTH ? _URC_END_OF_STACK : _URC_NO_REASON;
+}
+
+static uint64_t stack_hash(const uintptr_t *frames, uint32_t depth)
+{
+    uint64_t h = 0x243f6a8885a308d3u ^ depth;
+    for (uint32_t i = 0; i < depth; i++)
+        h = (h ^ frames[i]) * 0x9e3779b97f4a7c15u;
+    return h ^ (h >> 29);
+}
+
+/* The stack's entry, made if new (profile lock held); NULL without memory. */
+static struct profile_stack *stack_entry(const struct unwinding *u)
+{
+    uint64_t h = stack_hash(u->frames, u->depth);
+    struct profile_stack **bucket = &buckets[h & (PROFILE_BUCKETS - 1)];
+    for (struct profile_stack *s = *bucket; s != NULL; s = s->next_in_bucket)
+        if (s->hash == h && s->depth == u->depth && memcmp(s->frames, u->frames, u->depth * sizeof u->frames[0]) == 0)
+            return s;
+    struct profile_stack *s = record_memory(sizeof *s + u->depth * sizeof u->frames[0]);
+    if (s == NULL)
+        return NULL;
+    memset(s, 0, sizeof *s);
+    s->hash = h;
+    s->depth = u->depth;
+    memcpy(s->frames, u->frames, u->depth * sizeof u->frames[0]);
+    s->next_in_bucket = *bucket;
+    *bucket = s;
+    s->next_made = stacks_made;
+    stacks_made = s;
+    return s;
+}
+
+/* The held bytes passed their peak by a 64th: every stack's held figures
+ * become its peak's (profile lock held). */
+static void peak_moved(void)
+{
+    if (held_bytes < peak_bytes + peak_bytes / 64)
+        return;
+    peak_bytes = held_bytes;
+    for (struct profile_stack *s = stacks_made; s != NULL; s = s->next_made) {
+        s->peak_bytes = s->held_bytes;
+        s->peak_blocks = s->held_blocks;
+    }
+}
+
+struct profile_sample *profile_sample_take(size_t size, size_t chance_bytes)
+{
+    if (!profile_on || inside_profiler)
+        return NULL;
+    inside_profiler = true;
+    struct unwinding u;
+    u.depth = 0;
+    _Unwind_Backtrace(unwind_step, &u);
+    double chance = 1 - profile_exp_neg((double)chance_bytes / sample_mean);
+    double blocks = chance > 0 ? 1 / chance : 1;
+    os_lock_take(&profile_lock);
+    struct profile_sample *sample = samples_free;
+    if (sample != NULL)
+        samples_free = sample->next_free;
+    else
+        sample = record_memory(sizeof *sample);
+    struct profile_stack *stack = sample != NULL ? stack_entry(&u) : NULL;
+    if (stack != NULL) {
+        sample->stack = stack;
+        sample->blocks = blocks;
+        sample->bytes = blocks * (double)size;
+        stack->held_bytes += sample->bytes;
+        stack->held_blocks += blocks;
+        stack->total_bytes += sample->bytes;
+        stack->total_blocks += blocks;
+        held_bytes += sample->bytes;
+        held_blocks += blocks;
+        peak_moved();
+    } else if (sample != NULL) {
+        sample->next_free = samples_free;
+        samples_free = sample;
+        sample = NULL;
+    }
+    os_lock_give(&profile_lock);
+    inside_profiler = false;
+    return sample;
+}
+
+void profile_sample_release(struct profile_sample *sample)
+{
+    os_lock_take(&profile_lock);
+    struct profile_stack *stack = sample->stack;
+    stack->held_bytes -= sample->bytes;
+    stack->held_blocks -= sample->blocks;
+    held_bytes -= sample->bytes;
+    held_blocks -= sample->blocks;
+    sample->next_free = samples_free;
+    samples_free = sample;
+    os_lock_give(&profile_lock);
+}
+
+/* ---- reports ------------------------------------------------------------- */
+struct out {
+    int fd;
+    size_t used;
+    bool failed;
+    char buffer[4096];
+};
+
+static void out_flush(struct out *o)
+{
+    size_t done = 0;
+    while (done < o->used && !o->failed) {
+        ssize_t n = write(o->fd, o->buffer + done, o->used - done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            o->failed = true;
+        else
+            done += (size_t)n;
+    }
+    o->used = 0;
+}
+
+static void out_text(struct out *o, const char *text, size_t length)
+{
+    while (length > 0) {
+        if (o->used == sizeof o->buffer)
+            out_flush(o);
+        size_t room = sizeof o->buffer - o->used, take = length < room ? length : room;
+        memcpy(o->buffer + o->used, text, take);
+        o->used += take;
+        text += take;
+        length -= take;
+    }
+}
+
+static __attribute__((format(printf, 2, 3))) void out_format(struct out *o, const char *format, ...)
+{
+    char line[256];
+    va_list args;
+    va_start(args, format);
+    int n = vsnprintf(line, sizeof line, format, args);
+    va_end(args);
+    if (n > 0)
+        out_text(o, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+}
+
+static unsigned long rounded(double x)
+{
+    return x <= 0 ? 0 : (unsigned long)(x + 0.5);
+}
+
+/* The gperftools heap profile: held (or, `peak`, held at the peak) and
+ * allocated blocks and bytes by stack, then the process's mappings. */
+static void write_heap_profile(struct out *o, bool peak)
+{
+    double blocks = 0, bytes = 0, total_blocks = 0, total_bytes = 0;
+    for (struct profile_stack *s = stacks_made; s != NULL; s = s->next_made) {
+        blocks += peak ? s->peak_blocks : s->held_blocks;
+        bytes += peak ? s->peak_bytes : s->held_bytes;
+        total_blocks += s->total_blocks;
+        total_bytes += s->total_bytes;
+    }
+    out_format(o, "heap profile: %lu: %lu [%lu: %lu] @ heapprofile\n", rounded(blocks), rounded(bytes),
+               rounded(total_blocks), rounded(total_bytes));
+    for (struct profile_stack *s = stacks_made; s != NULL; s = s->next_made) {
+        out_format(o, "%lu: %lu [%lu: %lu] @", rounded(peak ? s->peak_blocks : s->held_blocks),
+                   rounded(peak ? s->peak_bytes : s->held_bytes), rounded(s->total_blocks), rounded(s->total_bytes));
+        for (uint32_t i = 0; i < s->depth; i++)
+            out_format(o, " 0x%lx", (unsigned long)s->frames[i]);
+        out_text(o, "\n", 1);
+    }
+    out_text(o, "\nMAPPED_LIBRARIES:\n", 19);
+    int maps = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (maps >= 0) {
+        char chunk[4096];
+        ssize_t n;
+        while ((n = read(maps, chunk, sizeof chunk)) > 0)
+            out_text(o, chunk, (size_t)n);
+        close(maps);
+    }
+}
+
+/* Folded stacks (outermost first, ';' between frames) and the bytes each
+ * holds, the frames as addresses (strata-run names them). */
+static void write_folded(struct out *o, bool peak)
+{
+    for (struct profile_stack *s = stacks_made; s != NULL; s = s->next_made) {
+        unsigned long bytes = rounded(peak ? s->peak_bytes : s->held_bytes);
+        if (bytes == 0)
+            continue;
+        for (uint32_t i = s->depth; i-- > 0;)
+            out_format(o, i + 1 == s->depth ? "0x%lx" : ";0x%lx", (unsigned long)s->frames[i]);
+        out_format(o, " %lu\n", bytes);
+    }
+}
+
+static int write_file(const char *path, const char *suffix, void (*writer)(struct out *, bool), bool peak)
+{
+    char name[4096];
+    int n = snprintf(name, sizeof name, "%s%s", path, suffix);
+    if (n < 0 || (size_t)n >= sizeof name)
+        return ENAMETOOLONG;
+    struct out o;
+    o.fd = open(name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (o.fd < 0)
+        return errno;
+    o.used = 0;
+    o.failed = false;
+    writer(&o, peak);
+    out_flush(&o);
+    int error = o.failed ? (errno ? errno : EIO) : 0;
+    if (close(o.fd) != 0 && error == 0)
+        error = errno;
+    return error;
+}
+
+int profile_dump(const char *path)
+{
+    if (!profile_on)
+        return ENOTSUP;
+    bool was_inside = inside_profiler;
+    inside_profiler = true;
+    os_lock_take(&profile_lock);
+    int error = write_file(path, "", write_heap_profile, false);
+    if (error == 0)
+        error = write_file(path, ".peak", write_heap_profile, true);
+    if (error == 0)
+        error = write_file(path, ".folded", write_folded, false);
+    if (error == 0)
+        error = write_file(path, ".peak.folded", write_folded, true);
+    os_lock_give(&profile_lock);
+    inside_profiler = was_inside;
+    return error;
+}
+
+void profile_dump_at_exit(void)
+{
+    if (!profile_on || atomic_exchange(&exit_dumped, true))
+        return;
+    char path[4096];
+    long pid = os_pid();
+    int n = pid == profiled_pid ? snprintf(path, sizeof path, "%s", strata_options.profile_path)
+                                : snprintf(path, sizeof path, "%s.%ld", strata_options.profile_path, pid);
+    int error = n > 0 && (size_t)n < sizeof path ? profile_dump(path) : ENAMETOOLONG;
+    if (error != 0) {
+        char message[4096 + 128];
+        snprintf(message, sizeof message, "STRATA_PROFILE: the profile could not be written to %s (%s)", path,
+                 strerror(error));
+        report_warning(message, NULL);
+    }
+}
+
+/* ---- fork ------------------------------------------------------------------ */
+void profile_lock_all(void)
+{
+    if (profile_on)
+        os_lock_take(&profile_lock);
+}
+
+void profile_unlock_all(void)
+{
+    if (profile_on)
+        os_lock_give(&profile_lock);
+}
+
+void profile_fork_child(void)
+{
+    if (profile_on)
+        os_lock_init(&profile_lock);
+}

@@ -1,0 +1,57 @@
+/* profile.h: the heap profiler (profile.c). With STRATA_PROFILE set, one
+ * allocation in about every STRATA_PROFILE_SAMPLE bytes is sampled: its
+ * call stack and size are recorded, and the records add up, scaled by the
+ * chance each had, to estimates of the bytes and blocks each stack holds
+ * now, held at the peak and allocated since start. The gaps between
+ * samples are drawn from an exponential distribution (in pops of a class
+ * for the bins, in bytes for the blocks off them), so that every byte has
+ * the same chance. A sampled block is a large block (large.c keeps its
+ * record beside its entry), so only slow paths ever see one. */
+#ifndef STRATA_PROFILE_H
+#define STRATA_PROFILE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "platform.h"
+
+struct profile_sample;
+
+/* Whether the profiler samples (STRATA_PROFILE set), fixed at start-up. */
+extern STRATA_INTERNAL bool profile_on;
+
+/* Start-up, after the options: reads STRATA_PROFILE, STRATA_PROFILE_SAMPLE
+ * and STRATA_PROFILE_SEED. */
+void profile_init(void);
+/* Allocations of blocks of `block_size` bytes (a class's) to let by before
+ * the next is sampled, drawn afresh; INT32_MAX, with the profiler off. */
+int32_t profile_next_pops(size_t block_size);
+/* Whether an allocation of `size` bytes off the bins (a medium or large
+ * block) is to be sampled: the thread's countdown of such bytes spent
+ * (drawn again then). Only with the profiler on. */
+bool profile_big_due(size_t size);
+/* A sample of an allocation of `size` bytes whose chance of a sample was
+ * that of `chance_bytes` bytes (a class's block size, or the size): its
+ * call stack, taken here, recorded. NULL when none may be taken (within
+ * the profiler's own work, as its dump's writes, or without memory for
+ * the record): the allocation then goes unsampled. */
+struct profile_sample *profile_sample_take(size_t size, size_t chance_bytes);
+/* The sampled block was freed (or reallocated: a realloc is a free and an
+ * allocation, the new block unsampled). */
+void profile_sample_release(struct profile_sample *sample);
+/* Writes the profile to `path` (the gperftools heap profile text, with the
+ * process's mappings for symbols; `path`.folded, the folded stacks by
+ * address for flame graphs); 0, or an errno value. */
+int profile_dump(const char *path);
+/* The exit's dump to STRATA_PROFILE's path (a forked child's to
+ * path.PID), once; a path that cannot be written is reported, and the
+ * program's exit goes on. */
+void profile_dump_at_exit(void);
+
+/* fork: the profiler's lock held across it (init.c's handlers). */
+void profile_lock_all(void);
+void profile_unlock_all(void);
+void profile_fork_child(void);
+
+#endif /* STRATA_PROFILE_H */

@@ -1,0 +1,132 @@
+#!/bin/sh
+# tests/test_profile.sh: the heap profiler (STRATA_PROFILE) on a program of
+# known allocation sites (tests/programs/profile_sites.c), sampled with a
+# fixed seed: google-pprof reads every file it writes and names the sites;
+# each site's estimate lies within four standard deviations of the bytes
+# it allocated, held at the peak and held at exit; a forked child writes
+# its own profile; a path that cannot be written is reported and the
+# program runs on. Prints "checks: N passed, N failed".
+BUILD=${BUILD:-build}
+CC=${CC:-gcc}
+LIB=$(cd "$BUILD" && pwd)/libstrata.so
+pass=0
+fail=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+ok() { pass=$((pass + 1)); echo "ok   $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL $1"; }
+check() { if eval "$1"; then ok "$2"; else bad "$2"; fi; }
+
+finish() {
+    echo "checks: $pass passed, $fail failed"
+    exit 0
+}
+
+if ! command -v google-pprof >/dev/null 2>&1; then
+    bad "google-pprof is not installed (apt-get install google-perftools, or make test-deps)"
+    finish
+fi
+if ! $CC -std=gnu11 -O1 -g -Wall -Wextra -Werror tests/programs/profile_sites.c -o "$tmp/sites" -lpthread -ldl; then
+    bad "tests/programs/profile_sites.c builds"
+    finish
+fi
+
+SAMPLE=16384
+STRATA_PROFILE="$tmp/p" STRATA_PROFILE_SAMPLE=$SAMPLE STRATA_PROFILE_SEED=12345 LD_PRELOAD="$LIB" \
+    "$tmp/sites" "$tmp/now" > "$tmp/out" 2> "$tmp/err"
+rc=$?
+check '[ "$rc" -eq 0 ]' "the program runs profiled (exit $rc$(head -c 200 "$tmp/err"))"
+child=$(sed -n 's/^child=//p' "$tmp/out")
+for f in p p.peak p.folded p.peak.folded "p.$child"; do
+    check '[ -s "$tmp/$f" ]' "the profile's file $f is written"
+done
+
+# site's bytes in a google-pprof report: pprof MODE FILE SITE
+pprof_bytes() {
+    google-pprof --text --show_bytes "$1" "$tmp/sites" "$2" 2>/dev/null |
+        awk -v site="$3" '$6 == site { print $1; found = 1 } END { if (!found) print 0 }'
+}
+check 'google-pprof --text "$tmp/sites" "$tmp/p" > "$tmp/text" 2>&1 && grep -q " site_leak$" "$tmp/text"' \
+    "google-pprof --text reads the profile and names its sites"
+
+# within SITE ESTIMATE TRUE BLOCK COUNT: the estimate of COUNT blocks of
+# BLOCK bytes (TRUE bytes in all) lies within 4 standard deviations. Each
+# block is sampled with chance p = 1 - e^(-BLOCK/SAMPLE), independently
+# (the gaps are geometric), and counts TRUE/COUNT/p bytes: the estimate's
+# variance is COUNT (TRUE/COUNT)^2 (1 - p) / p.
+within() {
+    python3 - "$@" "$SAMPLE" <<'EOF'
+import math, sys
+site, estimate, true, block, count, sample = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5]), float(sys.argv[6])
+p = 1 - math.exp(-block / sample)
+sigma = math.sqrt(count * (true / count) ** 2 * (1 - p) / p)
+ok = abs(estimate - true) <= 4 * sigma + 1
+print(f"{site}: {estimate:.0f} bytes estimated, {true:.0f} true, 4 sigma {4 * sigma:.0f}")
+sys.exit(0 if ok else 1)
+EOF
+}
+
+MIB=1048576
+three_alloc=$(pprof_bytes --alloc_space "$tmp/p" site_three)
+one_alloc=$(pprof_bytes --alloc_space "$tmp/p" site_one)
+check 'within site_three "$three_alloc" $((48 * MIB)) 96 $((48 * MIB / 96))' \
+    "allocated by site_three: 48 MiB in 96-byte blocks ($three_alloc)"
+check 'within site_one "$one_alloc" $((16 * MIB)) 32 $((16 * MIB / 32))' \
+    "allocated by site_one: 16 MiB in 32-byte blocks ($one_alloc)"
+# The share: three times within the two estimates' combined bound.
+check 'python3 -c "
+import math, sys
+p3, p1 = 1 - math.exp(-96 / $SAMPLE), 1 - math.exp(-32 / $SAMPLE)
+n = 48 * 2 ** 20 / 96
+rel = math.sqrt((1 - p3) / (n * p3) + (1 - p1) / (n * p1))
+sys.exit(0 if abs($three_alloc / $one_alloc / 3 - 1) <= 4 * rel else 1)"' \
+    "site_three allocated three times site_one's bytes ($three_alloc / $one_alloc)"
+three_peak=$(pprof_bytes --inuse_space "$tmp/p.peak" site_three)
+one_peak=$(pprof_bytes --inuse_space "$tmp/p.peak" site_one)
+check 'within site_three "$three_peak" $((48 * MIB)) 96 $((48 * MIB / 96))' \
+    "held at the peak by site_three: 48 MiB ($three_peak; the peak is caught within a 64th)"
+check 'within site_one "$one_peak" $((16 * MIB)) 32 $((16 * MIB / 32))' \
+    "held at the peak by site_one: 16 MiB ($one_peak)"
+
+# strata_profile_dump while both are held: their blocks, held now.
+check 'grep -q "^dump=0$" "$tmp/out" && [ -s "$tmp/now" ] && [ -s "$tmp/now.folded" ]' \
+    "strata_profile_dump writes the profile on request ($(grep dump= "$tmp/out"))"
+three_now=$(pprof_bytes --inuse_space "$tmp/now" site_three)
+check 'within site_three "$three_now" $((48 * MIB)) 96 $((48 * MIB / 96))' \
+    "held by site_three when strata_profile_dump wrote: 48 MiB ($three_now)"
+
+# At exit: the leak, 4000 blocks of 4000 bytes and 10 of 1 MiB (always
+# sampled: its chance is 1 - e^-64), and nothing of the sites that freed.
+leak=$(pprof_bytes --inuse_space "$tmp/p" site_leak)
+check 'within site_leak "$((leak - 10 * MIB))" 16000000 4000 4000' \
+    "held at exit by site_leak: 16 MB + 10 MiB ($leak)"
+for site in site_three site_one site_handed site_grown; do
+    held=$(pprof_bytes --inuse_space "$tmp/p" $site)
+    check '[ "$held" -eq 0 ]' "nothing held at exit by $site, which freed its blocks ($held)"
+done
+handed=$(pprof_bytes --alloc_space "$tmp/p" site_handed)
+check 'within site_handed "$handed" $((64 * MIB)) $MIB 64' \
+    "allocated by site_handed in threads that exited, freed by another: 64 MiB ($handed)"
+grown=$(pprof_bytes --alloc_space "$tmp/p" site_grown)
+check 'within site_grown "$grown" $((200 * 200 * 1024)) $((200 * 1024)) 200' \
+    "allocated by site_grown before its reallocs: 200 blocks of 200 KiB ($grown)"
+child_held=$(pprof_bytes --inuse_space "$tmp/p.$child" site_child)
+check 'within site_child "$child_held" $((200 * 65536)) 65536 200' \
+    "the forked child's own profile holds its leak: 200 blocks of 64 KiB ($child_held)"
+
+# The folded stacks: frames by address, outermost first, and the bytes held,
+# which add up to the profile's total.
+check 'awk "!/^0x[0-9a-f]+(;0x[0-9a-f]+)* [0-9]+\$/ { bad = 1 } END { exit bad }" "$tmp/p.folded"' \
+    "the folded stacks are lines of addresses and bytes"
+total=$(sed -n 's/^heap profile: *[0-9]*: *\([0-9]*\) .*/\1/p' "$tmp/p")
+folded=$(awk '{ s += $NF } END { print s + 0 }' "$tmp/p.folded")
+check '[ "$folded" -le "$total" ] && [ "$folded" -ge $((total - 100)) ]' \
+    "the folded stacks' bytes add up to the profile's ($folded of $total)"
+
+# A path that cannot be written: said, and the program's exit is its own.
+STRATA_PROFILE="$tmp/missing/p" STRATA_PROFILE_SAMPLE=$SAMPLE LD_PRELOAD="$LIB" "$tmp/sites" > /dev/null 2> "$tmp/err"
+rc=$?
+check '[ "$rc" -eq 0 ] && grep -q "STRATA_PROFILE: the profile could not be written to $tmp/missing/p" "$tmp/err"' \
+    "an unwritable STRATA_PROFILE path is reported, the program runs on (exit $rc: $(head -c 200 "$tmp/err"))"
+finish
