@@ -407,7 +407,10 @@ static void test_quarantine(void)
     if (!TEST_SECURE) {
         strata_free(block[0]);
         void *again = strata_malloc(64);
-        CHECK(again == block[0]);
+        /* The block just freed comes back, unless the heap profiler
+         * (the suite run profiled) samples this allocation: a large
+         * block of its own then. */
+        CHECK(again == block[0] || (getenv("STRATA_PROFILE") != NULL && !is_segment_pointer(again)));
         strata_free(again);
         for (int i = 1; i < SMALL; i++)
             strata_free(block[i]);
