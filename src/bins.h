@@ -18,23 +18,30 @@
  * exactly the checks its comment lists and leaves for bins.c (through the
  * caller's slow path) on anything else. */
 
+/* The bin's newest block leaves it, the bin's word becoming `word`.
+ * Checks: block_next's (the block's link word agrees with its check word:
+ * a write after free or a double free that reached the list is reported
+ * before its link is followed). */
+static STRATA_ALWAYS_INLINE void bin_unlink(struct bin *bin, struct block *block, uint64_t word)
+{
+    bin->head = block_next(block);
+    block_take(block);
+    __atomic_store_n(&bin->word, word, __ATOMIC_RELAXED);
+}
+
 /* A block from the calling thread's bin of the class, or NULL when the bin
  * is empty or the class's sample countdown is spent (heap.h: the slow path
  * samples or, the profiler off, starts it again). Checks, in one branch:
  * the bin is not empty and the word's countdown, one pop less, is not
  * negative (a user-space address less one never is, NULL less one is);
- * then the block's link word agrees with its check word (block_next: a
- * write after free or a double free that reached the list is reported
- * before its link is followed). */
+ * then bin_unlink's. */
 static STRATA_ALWAYS_INLINE void *bin_pop(unsigned class_index)
 {
     struct bin *bin = &thread_heap->bins[class_index];
     struct block *block = bin->head;
     uint64_t word = bin->word + BIN_POP_STEP;
     if (likely(((int64_t)((uintptr_t)block - 1) | (int64_t)word) >= 0)) {
-        bin->head = block_next(block);
-        block_take(block);
-        __atomic_store_n(&bin->word, word, __ATOMIC_RELAXED);
+        bin_unlink(bin, block, word);
         return block;
     }
     return NULL;
@@ -59,16 +66,13 @@ static inline bool bin_countdown_take(struct heap *heap, unsigned class_index)
 
 /* A block from the heap's bin of the class without a count against its
  * sample countdown (bin_countdown_take's caller), or NULL when the bin is
- * empty. Checks: block_next's. */
+ * empty. Checks: bin_unlink's. */
 static inline void *bin_pop_uncounted(struct heap *heap, unsigned class_index)
 {
     struct bin *bin = &heap->bins[class_index];
     struct block *block = bin->head;
-    if (block != NULL) {
-        bin->head = block_next(block);
-        block_take(block);
-        __atomic_store_n(&bin->word, bin->word + 1, __ATOMIC_RELAXED);
-    }
+    if (block != NULL)
+        bin_unlink(bin, block, bin->word + 1); /* room + 1 */
     return block;
 }
 
