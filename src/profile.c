@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <fcntl.h>
+#include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -171,11 +172,8 @@ void profile_init(void)
     /* strata's own frames, the innermost of each stack, are left out: the
      * range of the library's code, when it is a library (in a program
      * linked with libstrata.a it would be the program's: kept whole). */
-    const char *own = __ehdr_start;
-    uintptr_t program_headers = (uintptr_t)getauxval(AT_PHDR);
-    uint64_t own_phoff;
-    memcpy(&own_phoff, own + 32, sizeof own_phoff); /* e_phoff */
-    if ((uintptr_t)own + own_phoff != program_headers) {
+    const ElfW(Ehdr) *own = (const ElfW(Ehdr) *)__ehdr_start;
+    if ((uintptr_t)own + own->e_phoff != (uintptr_t)getauxval(AT_PHDR)) {
         own_text_start = (uintptr_t)__ehdr_start;
         own_text_end = (uintptr_t)__etext;
     }
