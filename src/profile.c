@@ -445,15 +445,44 @@ int profile_dump(const char *path)
     return error;
 }
 
+/* STRATA_PROFILE's path for this process: each "%p" in it becomes the
+ * pid (so that every process of a pipeline or a shell script writes its
+ * own); without one, a forked child appends its pid, and a process that
+ * exec'd from another writes the path itself. False if it is too long. */
+static bool exit_path(char *path, size_t room)
+{
+    const char *from = strata_options.profile_path;
+    long pid = os_pid();
+    bool has_pid = false;
+    size_t used = 0;
+    for (; *from != '\0'; from++) {
+        int n;
+        if (from[0] == '%' && from[1] == 'p') {
+            n = snprintf(path + used, room - used, "%ld", pid);
+            has_pid = true;
+            from++;
+        } else {
+            n = snprintf(path + used, room - used, "%c", *from);
+        }
+        if (n < 0 || (size_t)n >= room - used)
+            return false;
+        used += (size_t)n;
+    }
+    path[used] = '\0';
+    if (!has_pid && pid != profiled_pid) {
+        int n = snprintf(path + used, room - used, ".%ld", pid);
+        if (n < 0 || (size_t)n >= room - used)
+            return false;
+    }
+    return true;
+}
+
 void profile_dump_at_exit(void)
 {
     if (!profile_on || atomic_exchange(&exit_dumped, true))
         return;
     char path[4096];
-    long pid = os_pid();
-    int n = pid == profiled_pid ? snprintf(path, sizeof path, "%s", strata_options.profile_path)
-                                : snprintf(path, sizeof path, "%s.%ld", strata_options.profile_path, pid);
-    int error = n > 0 && (size_t)n < sizeof path ? profile_dump(path) : ENAMETOOLONG;
+    int error = exit_path(path, sizeof path) ? profile_dump(path) : ENAMETOOLONG;
     if (error != 0) {
         char message[4096 + 128];
         snprintf(message, sizeof message, "STRATA_PROFILE: the profile could not be written to %s (%s)", path,

@@ -126,6 +126,17 @@ folded=$(awk '{ s += $NF } END { print s + 0 }' "$tmp/p.folded")
 check '[ "$folded" -le "$total" ] && [ "$folded" -ge $((total - 100)) ]' \
     "the folded stacks' bytes add up to the profile's ($folded of $total)"
 
+# "%p" in the path: every process writes its own, named by its pid (a
+# shell that execs the program, and the program's forked child).
+STRATA_PROFILE="$tmp/q.%p" STRATA_PROFILE_SAMPLE=$SAMPLE LD_PRELOAD="$LIB" \
+    sh -c 'echo $$ > "$1"; exec "$2"' sh "$tmp/shell_pid" "$tmp/sites" > "$tmp/out_q" 2> "$tmp/err"
+shell_pid=$(cat "$tmp/shell_pid")
+child_q=$(sed -n 's/^child=//p' "$tmp/out_q")
+check '[ -s "$tmp/q.$shell_pid" ] && [ -s "$tmp/q.$shell_pid.peak.folded" ] && [ -s "$tmp/q.$child_q" ] && [ ! -e "$tmp/q.%p" ]' \
+    "%p in STRATA_PROFILE names each process's profile by its pid ($(ls "$tmp" | grep "^q\." | head -n 3 | tr '\n' ' '))"
+q_leak=$(pprof_bytes --inuse_space "$tmp/q.$shell_pid" site_leak)
+check '[ "$q_leak" -gt $((10 * MIB)) ]' "the exec'd program's own profile holds its leak ($q_leak)"
+
 # A path that cannot be written: said, and the program's exit is its own.
 STRATA_PROFILE="$tmp/missing/p" STRATA_PROFILE_SAMPLE=$SAMPLE LD_PRELOAD="$LIB" "$tmp/sites" > /dev/null 2> "$tmp/err"
 rc=$?
