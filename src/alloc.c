@@ -10,6 +10,7 @@
 #include "core.h"
 #include "init.h"
 #include "instrument.h"
+#include "sampled_blocks.h"
 #include "strata.h"
 
 static void purge_all(struct heap *heap, void *unused)
@@ -33,6 +34,7 @@ STRATA_EXPORT void strata_trim(void)
     heap_for_each_live(purge_all, NULL, true);
     segment_cache_release();
     large_cache_release();
+    sampled_blocks_expire_now(true);
 }
 
 /* Sizes no mapping can ever meet fail at once, without a trim. */
@@ -77,10 +79,12 @@ static struct heap *calling_heap(void)
     return heap;
 }
 
-/* An allocation the heap profiler samples (profile.h): a large block of its
- * own, whose free and realloc release its record; NULL when the profiler
- * is off or takes no sample now (the caller allocates as ever). The
- * secure flavour's blocks keep their own layout: not sampled there yet. */
+/* An allocation the heap profiler samples (profile.h): a slot of the
+ * sampled blocks' region (sampled_blocks.h) or, larger, a large block of
+ * its own, whose free and realloc release its record; NULL when the
+ * profiler is off or takes no sample now (the caller allocates as ever).
+ * The secure flavour's blocks keep their own layout: not sampled there
+ * yet. */
 static STRATA_NOINLINE void *alloc_sampled(size_t size, size_t chance_bytes, size_t alignment, bool zero)
 {
     if (STRATA_SECURE_BUILD || !profile_on)
@@ -88,7 +92,10 @@ static STRATA_NOINLINE void *alloc_sampled(size_t size, size_t chance_bytes, siz
     struct profile_sample *sample = profile_sample_take(size, chance_bytes);
     if (sample == NULL)
         return NULL;
-    void *p = large_alloc(size, alignment, zero);
+    void *p = sampled_block_alloc(size, alignment, zero, sample);
+    if (p != NULL)
+        return p;
+    p = large_alloc(size, alignment, zero);
     if (p == NULL) {
         profile_sample_release(sample);
         return NULL;

@@ -14,7 +14,7 @@
  *   0 os: os.c
  *   1 base: report.c options.c sizeclass.c counters.c instrument.c profile.c
  *   2 segments and pages: purge.c segment.c
- *   3 large blocks and thread heaps: large.c zero_size.c heap.c purge_policy.c pages.c bins.c heap_check.c lifecycle.c
+ *   3 large blocks and thread heaps: large.c sampled_blocks.c zero_size.c heap.c purge_policy.c pages.c bins.c heap_check.c lifecycle.c
  *   4 free paths: free.c
  *   5 statistics: stats.c
  *   6 start-up and fork: init.c
@@ -33,6 +33,8 @@
  *   6. the zero-size lock (zero_size.c): which of its slots are handed out
  *   7. the profile lock (profile.c): the heap profiler's records, taken with
  *      no other held; its dump writes its files under it
+ *   8. the sampled-blocks lock (sampled_blocks.c): the sampled blocks'
+ *      slots, taken with no other held
  * No system call runs under locks 1, 3, 4, 5 or 6, which every thread may
  * want: a thread maps, remaps, purges and unmaps only under its own heap's
  * lock, or under none. */

@@ -10,6 +10,7 @@
 
 #include "bins.h"
 #include "init.h"
+#include "sampled_blocks.h"
 #include "zero_size.h"
 
 static struct once init_once;
@@ -22,10 +23,12 @@ static void fork_prepare(void)
     large_lock_all();
     zero_size_lock_all();
     profile_lock_all();
+    sampled_blocks_lock_all();
 }
 
 static void fork_parent(void)
 {
+    sampled_blocks_unlock_all();
     profile_unlock_all();
     zero_size_unlock_all();
     large_unlock_all();
@@ -58,6 +61,7 @@ static void fork_child(void)
     large_fork_child();
     zero_size_fork_child();
     profile_fork_child();
+    sampled_blocks_fork_child();
 }
 
 /* A thread with a heap exits: a parked heap needs the purger, which may be
@@ -112,6 +116,7 @@ static bool purge_round(void)
     work_left |= heap_for_each_live(reclaim_idle, &work_left, true) != 0;
     work_left |= heap_retire_parked(false);
     work_left |= large_cache_expire_now() != 0;
+    work_left |= sampled_blocks_expire_now(false) != 0;
     return work_left;
 }
 

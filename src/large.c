@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "core.h"
+#include "sampled_blocks.h"
 
 struct large_entry {
     uintptr_t address; /* 0: empty slot, 1: deleted */
@@ -560,6 +561,10 @@ void large_attach_sample(void *p, struct profile_sample *sample)
 
 bool large_free(void *p)
 {
+    if (sampled_blocks_hold(p)) {
+        sampled_block_free(p);
+        return true;
+    }
     struct cached_mapping evicted[CACHE_SLOTS + 1];
     pthread_mutex_lock(&large_lock);
     struct large_entry *entry = lookup((uintptr_t)p);
@@ -618,6 +623,8 @@ void large_cache_release(void)
 
 size_t large_usable_size(const void *p)
 {
+    if (sampled_blocks_hold(p))
+        return sampled_block_usable_size(p);
     const struct large_header *h = quick_header(p);
     if (h != NULL && !strata_options.check)
         return h->map_size - h->offset;
@@ -716,12 +723,27 @@ static void *realloc_by_remap(void *p, size_t size, size_t old_size, size_t new_
     return q;
 }
 
+/* A sampled block of the bins' sizes grown past them: a large block now,
+ * unsampled (a realloc is a free and an allocation). */
+static void *realloc_sampled(void *p, size_t size)
+{
+    size_t old_size = sampled_block_usable_size(p);
+    void *q = large_alloc(size, 0, false);
+    if (q == NULL)
+        return NULL;
+    memcpy(q, p, old_size < size ? old_size : size);
+    sampled_block_free(p);
+    return q;
+}
+
 /* Steps: the header alone when the size stays; the registry's word on
  * the block; then a copy for a block aligned above a page, a move into a
  * cached mapping for growth, or else mremap. */
 void *large_realloc(void *p, size_t size)
 {
     strata_assert(!STRATA_SECURE_BUILD); /* secure.c moves its blocks itself */
+    if (sampled_blocks_hold(p))
+        return realloc_sampled(p, size);
     /* A string grown in small steps reallocs thousands of times between
      * moves: those calls only read the header (a size that stays fits in
      * the mapping, so it cannot overflow below). */
@@ -788,6 +810,7 @@ void large_stats(size_t *blocks, size_t *bytes, size_t *cached)
     }
     *cached += cache_bytes;
     pthread_mutex_unlock(&large_lock);
+    sampled_blocks_stats(blocks, bytes);
 }
 
 void large_lock_all(void)

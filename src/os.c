@@ -256,6 +256,16 @@ void *os_reserve_aligned(size_t size, size_t alignment)
     return map_aligned(size, alignment);
 }
 
+void *os_reserve_inaccessible(size_t size)
+{
+    if (fault_now(OS_FAULT_MAP))
+        return NULL;
+    int saved = errno;
+    void *p = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    errno = saved;
+    return p == MAP_FAILED ? NULL : p;
+}
+
 void os_unreserve(void *addr, size_t size)
 {
     unmap(addr, size);

@@ -57,6 +57,10 @@ void os_unmap(void *addr, size_t size);
  * structures. NULL on failure. */
 void *os_reserve(size_t size);
 void *os_reserve_aligned(size_t size, size_t alignment);
+/* Reserves `size` bytes of address space that no page backs and no
+ * touch may reach, for its user to open (os_protect) and charge piece by
+ * piece; uncounted, never given back. NULL on failure. */
+void *os_reserve_inaccessible(size_t size);
 /* Unmaps a reserved mapping (its user has taken back its charges). */
 void os_unreserve(void *addr, size_t size);
 /* Gives the pages back to the OS; their contents read as zero afterwards. */

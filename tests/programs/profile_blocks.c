@@ -1,0 +1,161 @@
+/* tests/programs/profile_blocks.c: the heap profiler's sampled blocks used
+ * as any block is. tests/test_profile.sh runs it with STRATA_PROFILE and
+ * STRATA_PROFILE_SAMPLE=1, so that every allocation is sampled:
+ *   (no argument)  blocks of 1 byte to 1 MiB written and read back, freed
+ *                  in another order; calloc zero on reused slots; every
+ *                  alignment posix_memalign and aligned_alloc take, to
+ *                  128 KiB; realloc within, across and out of the bins'
+ *                  sizes keeping the contents; usable size at least the
+ *                  size; blocks freed by other threads; then each slot
+ *                  reused. Prints "ok" and exits 0, or says what failed
+ *                  and exits 1.
+ *   double-free | interior-free | header-write | interior-realloc
+ *                  one misuse of a sampled block, which strata stops. */
+#define _GNU_SOURCE
+#include <malloc.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define BLOCKS 4000
+
+static int failed;
+
+static void expect(int ok, const char *what, size_t n)
+{
+    if (!ok && failed++ < 10)
+        printf("FAIL %s (%zu)\n", what, n);
+}
+
+static unsigned char pattern(size_t block, size_t i)
+{
+    return (unsigned char)(block * 131 + i * 7 + 1);
+}
+
+static void fill(unsigned char *p, size_t size, size_t block)
+{
+    for (size_t i = 0; i < size; i += size > 4096 ? 61 : 1)
+        p[i] = pattern(block, i);
+}
+
+static int intact(const unsigned char *p, size_t size, size_t block)
+{
+    for (size_t i = 0; i < size; i += size > 4096 ? 61 : 1)
+        if (p[i] != pattern(block, i))
+            return 0;
+    return 1;
+}
+
+static size_t size_of(size_t i)
+{
+    static const size_t sizes[] = {1, 8, 16, 24, 100, 1000, 4000, 4096, 8192, 12288, 65536, 131072, 200000, 1 << 20};
+    return sizes[i % (sizeof sizes / sizeof sizes[0])] + (i / 14) % 3;
+}
+
+static void *blocks[BLOCKS];
+
+static void *free_half(void *arg)
+{
+    (void)arg;
+    for (size_t i = 1; i < BLOCKS; i += 2) {
+        expect(intact(blocks[i], size_of(i), i), "a block freed by another thread kept its contents", i);
+        free(blocks[i]);
+    }
+    return NULL;
+}
+
+static void ordinary_use(void)
+{
+    for (int round = 0; round < 2; round++) { /* the second reuses the first's slots */
+        for (size_t i = 0; i < BLOCKS; i++) {
+            size_t size = size_of(i);
+            blocks[i] = malloc(size);
+            if (blocks[i] == NULL) {
+                expect(0, "malloc", size);
+                return;
+            }
+            expect(malloc_usable_size(blocks[i]) >= size, "usable size at least the size", size);
+            /* strata's alignment: 16 for a multiple of 16, else 8. */
+            expect(((uintptr_t)blocks[i] & (size % 16 == 0 ? 15 : 7)) == 0, "the fundamental alignment", size);
+            fill(blocks[i], size, i);
+        }
+        pthread_t thread;
+        pthread_create(&thread, NULL, free_half, NULL);
+        pthread_join(thread, NULL);
+        for (size_t i = 0; i < BLOCKS; i += 2) {
+            expect(intact(blocks[i], size_of(i), i), "a block kept its contents", i);
+            free(blocks[i]);
+        }
+    }
+    /* calloc on slots the loop above left written. */
+    for (size_t i = 0; i < 200; i++) {
+        size_t size = size_of(i);
+        unsigned char *p = calloc(1, size);
+        size_t nonzero = 0;
+        for (size_t j = 0; p != NULL && j < size; j++)
+            nonzero += p[j] != 0;
+        expect(p != NULL && nonzero == 0, "calloc's block reads as zero", size);
+        if (p != NULL)
+            memset(p, 0xab, size);
+        free(p);
+    }
+    /* Every alignment. */
+    for (size_t alignment = 16; alignment <= ((size_t)128 << 10); alignment *= 2) {
+        for (size_t size = alignment / 2; size <= alignment * 2; size += alignment / 2 + 8) {
+            void *p = NULL;
+            int error = posix_memalign(&p, alignment, size);
+            expect(error == 0 && ((uintptr_t)p & (alignment - 1)) == 0, "posix_memalign's alignment", alignment);
+            if (p != NULL)
+                memset(p, 0x5a, size);
+            void *q = aligned_alloc(alignment, alignment);
+            expect(q != NULL && ((uintptr_t)q & (alignment - 1)) == 0, "aligned_alloc's alignment", alignment);
+            free(p);
+            free(q);
+        }
+    }
+    /* realloc: within the bins' sizes, out of them, back into them. */
+    static const size_t steps[] = {10, 100, 3000, 5000, 20000, 140000, 300000, 90000, 2000, 50};
+    unsigned char *p = malloc(steps[0]);
+    fill(p, steps[0], 7);
+    size_t have = steps[0];
+    for (size_t i = 1; i < sizeof steps / sizeof steps[0]; i++) {
+        size_t kept = have < steps[i] ? have : steps[i];
+        p = realloc(p, steps[i]);
+        expect(p != NULL && intact(p, kept, 7), "realloc keeps the contents", steps[i]);
+        if (p == NULL)
+            return;
+        fill(p, steps[i], 7);
+        have = steps[i];
+    }
+    free(p);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        ordinary_use();
+        if (failed)
+            return 1;
+        printf("ok\n");
+        return 0;
+    }
+    char *volatile p = malloc(40);
+    char *volatile q = malloc(40);
+    memset(p, 1, 40);
+    if (strcmp(argv[1], "double-free") == 0) {
+        free(p);
+        free(q);
+        free(p);
+    } else if (strcmp(argv[1], "interior-free") == 0) {
+        free(p + 16);
+    } else if (strcmp(argv[1], "header-write") == 0) {
+        memset(p - 8, 0x41, 8);
+        free(p);
+    } else if (strcmp(argv[1], "interior-realloc") == 0) {
+        p = realloc(p + 16, 300000);
+    }
+    printf("the misuse went through\n");
+    return 0;
+}
