@@ -140,6 +140,11 @@ check '[ -n "$named" ]' "python3's frames have names, not only addresses ($named
 "$run" --profile-sample 12k true 2> "$out/err"
 check '[ $? -eq 2 ] && grep -q "^strata-run: --profile-sample takes a number of bytes" "$out/err"' "--profile-sample takes bytes"
 
+# --compare with a program that prints: its output is its own, the
+# figures still come (they once went to the same pipe as the program's).
+"$run" --quiet --compare sh -c 'echo printed' > "$out/stdout" 2> "$out/err"
+check '[ "$(cat "$out/stdout")" = "$(printf "printed\nprinted")" ] && grep -Eq "^strata-run:   time +[0-9.]+ s +[0-9.]+ s  \([0-9.]+x\)$" "$out/err"' "--compare keeps a printing program's output and its figures"
+
 # The exit status is the program's; misuse is refused.
 "$run" python3 -c 'import sys; sys.exit(7)' 2> "$out/err"
 check '[ $? -eq 7 ]' "the program's exit status"
