@@ -44,8 +44,9 @@ void sampled_block_free(void *p);
  * reported, as sampled_block_free does, if it is none. */
 size_t sampled_block_usable_size(const void *p);
 /* The purger's round (`all`: strata_trim's): the pages of slots free for
- * a purge delay (or of every free slot) go back to the OS; returns the
- * bytes free slots still keep resident (work for a later round). */
+ * a purge delay (or of every free slot) go back to the OS; returns 0 once
+ * the slots are quiet (none resident, none freed for a purge delay), else
+ * work for a later round. */
 size_t sampled_blocks_expire_now(bool all);
 /* The live sampled blocks and the bytes they hold, added to the totals. */
 void sampled_blocks_stats(size_t *blocks, size_t *bytes);
