@@ -48,7 +48,7 @@ BASE_CFLAGS := -std=gnu11 $(WARN) -Iinclude -Isrc -fPIC -fvisibility=hidden -fno
   -falign-functions=64 -D_GNU_SOURCE
 LIBS := -lpthread
 
-CORE := os report options instrument sizeclass counters profile purge segment large sampled_blocks zero_size heap purge_policy pages bins heap_check lifecycle free stats init alloc secure api arena context
+CORE := os report options instrument sizeclass counters stack_walk profile purge segment large sampled_blocks zero_size heap purge_policy pages bins heap_check lifecycle free stats init alloc secure api arena context
 CORE_OBJ := $(CORE:%=$(BUILD)/obj/%.o)
 ALL_OBJ := $(CORE_OBJ) $(BUILD)/obj/override.o $(BUILD)/obj/operator_new.o
 SECURE_CORE_OBJ := $(CORE:%=$(BUILD)/obj-secure/%.o)

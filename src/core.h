@@ -12,7 +12,7 @@
  * lines below (layer number, name, objects) and checks the object files and
  * the README's design table against them.
  *   0 os: os.c
- *   1 base: report.c options.c sizeclass.c counters.c instrument.c profile.c
+ *   1 base: report.c options.c sizeclass.c counters.c instrument.c stack_walk.c profile.c
  *   2 segments and pages: purge.c segment.c
  *   3 large blocks and thread heaps: large.c sampled_blocks.c zero_size.c heap.c purge_policy.c pages.c bins.c heap_check.c lifecycle.c
  *   4 free paths: free.c

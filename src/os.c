@@ -266,6 +266,13 @@ void *os_reserve_inaccessible(size_t size)
     return p == MAP_FAILED ? NULL : p;
 }
 
+void os_release_inaccessible(void *addr, size_t size)
+{
+    int saved = errno;
+    munmap(addr, size);
+    errno = saved;
+}
+
 void os_unreserve(void *addr, size_t size)
 {
     unmap(addr, size);
@@ -387,6 +394,18 @@ void os_lock_wait(struct os_lock *lock)
         syscall(SYS_futex, (uint32_t *)&lock->word, FUTEX_WAIT_PRIVATE, 2, NULL, NULL, 0);
         errno = saved;
     }
+}
+
+void os_lock_take_spinning(struct os_lock *lock)
+{
+    for (int spin = 0; spin < 200; spin++) {
+        if (atomic_load_explicit(&lock->word, memory_order_relaxed) == 0 && os_lock_try(lock))
+            return;
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+    }
+    os_lock_take(lock);
 }
 
 void os_lock_wake(struct os_lock *lock)

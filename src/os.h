@@ -59,8 +59,9 @@ void *os_reserve(size_t size);
 void *os_reserve_aligned(size_t size, size_t alignment);
 /* Reserves `size` bytes of address space that no page backs and no
  * touch may reach, for its user to open (os_protect) and charge piece by
- * piece; uncounted, never given back. NULL on failure. */
+ * piece; uncounted. NULL on failure. */
 void *os_reserve_inaccessible(size_t size);
+void os_release_inaccessible(void *addr, size_t size);
 /* Unmaps a reserved mapping (its user has taken back its charges). */
 void os_unreserve(void *addr, size_t size);
 /* Gives the pages back to the OS; their contents read as zero afterwards. */
@@ -154,6 +155,10 @@ static inline void os_lock_take(struct os_lock *lock)
     if (unlikely(!os_lock_try(lock)))
         os_lock_wait(lock);
 }
+/* Takes the lock, spinning a while before sleeping on it: for locks held
+ * a few hundred nanoseconds by threads that are running (the heap
+ * profiler's), where a futex sleep and wake cost far more than the wait. */
+void os_lock_take_spinning(struct os_lock *lock);
 static inline void os_lock_give(struct os_lock *lock)
 {
     if (unlikely(atomic_exchange_explicit(&lock->word, 0, memory_order_release) == 2))

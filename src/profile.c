@@ -21,6 +21,7 @@
 #include "os.h"
 #include "profile.h"
 #include "report.h"
+#include "stack_walk.h"
 
 STRATA_INTERNAL bool profile_on;
 
@@ -264,11 +265,13 @@ struct profile_sample *profile_sample_take(size_t size, size_t chance_bytes)
         return NULL;
     inside_profiler = true;
     struct unwinding u;
-    u.depth = 0;
-    _Unwind_Backtrace(unwind_step, &u);
+    int walked = stack_walk(u.frames, PROFILE_DEPTH, own_text_start, own_text_end);
+    u.depth = walked > 0 ? (uint32_t)walked : 0;
+    if (walked < 0) /* a frame the walk does not follow: libgcc's unwinder follows every one */
+        _Unwind_Backtrace(unwind_step, &u);
     double chance = 1 - profile_exp_neg((double)chance_bytes / sample_mean);
     double blocks = chance > 0 ? 1 / chance : 1;
-    os_lock_take(&profile_lock);
+    os_lock_take_spinning(&profile_lock);
     struct profile_sample *sample = samples_free;
     if (sample != NULL)
         samples_free = sample->next_free;
@@ -298,7 +301,7 @@ struct profile_sample *profile_sample_take(size_t size, size_t chance_bytes)
 
 void profile_sample_release(struct profile_sample *sample)
 {
-    os_lock_take(&profile_lock);
+    os_lock_take_spinning(&profile_lock);
     struct profile_stack *stack = sample->stack;
     stack->held_bytes -= sample->bytes;
     stack->held_blocks -= sample->blocks;
@@ -432,7 +435,7 @@ int profile_dump(const char *path)
         return ENOTSUP;
     bool was_inside = inside_profiler;
     inside_profiler = true;
-    os_lock_take(&profile_lock);
+    os_lock_take_spinning(&profile_lock);
     int error = write_file(path, "", write_heap_profile, false);
     if (error == 0)
         error = write_file(path, ".peak", write_heap_profile, true);
@@ -495,7 +498,7 @@ void profile_dump_at_exit(void)
 void profile_lock_all(void)
 {
     if (profile_on)
-        os_lock_take(&profile_lock);
+        os_lock_take_spinning(&profile_lock);
 }
 
 void profile_unlock_all(void)

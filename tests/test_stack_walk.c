@@ -1,0 +1,163 @@
+/* tests/test_stack_walk.c: the heap profiler's stack walk (src/stack_walk.c)
+ * against libgcc's unwinder, which follows the same tables: from frames
+ * with and without a frame pointer, of every depth, with alloca, through
+ * the C library's qsort calling back, on threads and in a signal handler,
+ * the walk gives the same return addresses or gives up (-1, where the
+ * profiler then asks libgcc), and a second walk through the rules it
+ * cached gives the same again. */
+#include <alloca.h>
+#include <pthread.h>
+#include <signal.h>
+#include <unwind.h>
+
+#include "check.h"
+#include "stack_walk.h"
+
+#define DEPTH 64
+
+struct trace {
+    uintptr_t frames[DEPTH];
+    int depth;
+};
+
+static _Unwind_Reason_Code trace_step(struct _Unwind_Context *context, void *arg)
+{
+    struct trace *t = arg;
+    uintptr_t ip = (uintptr_t)_Unwind_GetIP(context);
+    if (ip == 0)
+        return _URC_END_OF_STACK;
+    t->frames[t->depth++] = ip;
+    return t->depth == DEPTH ? _URC_END_OF_STACK : _URC_NO_REASON;
+}
+
+/* Volatile: a signal handler counts too. */
+static volatile int walks_compared, walks_given_up;
+
+/* Walks here both ways and compares. */
+static __attribute__((noinline)) void compare_here(void)
+{
+    struct trace walked, unwound = {{0}, 0};
+    walked.depth = stack_walk(walked.frames, DEPTH, 0, 0);
+    _Unwind_Backtrace(trace_step, &unwound);
+    struct trace again;
+    again.depth = stack_walk(again.frames, DEPTH, 0, 0);
+    if (walked.depth < 0) {
+        walks_given_up++;
+        CHECK(again.depth < 0);
+        return;
+    }
+    walks_compared++;
+    /* Both start inside compare_here (each at its own call); from the
+     * next frame on they must agree. */
+    CHECK_CMP(walked.depth, ==, unwound.depth);
+    CHECK_CMP(again.depth, ==, walked.depth);
+    for (int i = 1; i < walked.depth && i < unwound.depth; i++) {
+        CHECK_CMP(walked.frames[i], ==, unwound.frames[i]);
+        CHECK_CMP(again.frames[i], ==, walked.frames[i]);
+    }
+}
+
+static volatile int sink;
+
+static __attribute__((noinline)) void without_frame_pointer(int n);
+
+/* alloca makes the frame rbp-based (its size is known at run time only);
+ * without_frame_pointer's is rsp-based, as -O2 leaves fixed frames. */
+static __attribute__((noinline)) void with_frame_pointer(int n)
+{
+    char *room = alloca(16 + (size_t)(n % 5) * 512);
+    room[0] = (char)n;
+    sink += room[0];
+    if (n > 0)
+        without_frame_pointer(n - 1);
+    else
+        compare_here();
+    sink++;
+}
+
+static __attribute__((noinline)) void without_frame_pointer(int n)
+{
+    volatile char room[700];
+    room[n % 700] = (char)n;
+    if (n > 0)
+        with_frame_pointer(n - 1);
+    else
+        compare_here();
+    sink += room[n % 700];
+}
+
+static void test_depths(void)
+{
+    for (int n = 0; n < 40; n++) {
+        with_frame_pointer(n);
+        without_frame_pointer(n);
+    }
+    CHECK_CMP(walks_compared, >=, 80);
+}
+
+static int compare_called(const void *a, const void *b)
+{
+    static int once;
+    if (!once++)
+        compare_here(); /* inside the C library's qsort */
+    return *(const int *)a - *(const int *)b;
+}
+
+static void test_through_libc(void)
+{
+    int before = walks_compared + walks_given_up;
+    int numbers[64];
+    for (int i = 0; i < 64; i++)
+        numbers[i] = (i * 37) % 64;
+    qsort(numbers, 64, sizeof numbers[0], compare_called);
+    CHECK_CMP(walks_compared + walks_given_up, ==, before + 1);
+    CHECK_CMP(walks_given_up, ==, 0);
+}
+
+static void *thread_walks(void *arg)
+{
+    (void)arg;
+    for (int n = 0; n < 10; n++)
+        without_frame_pointer(n);
+    return NULL;
+}
+
+static void test_threads(void)
+{
+    pthread_t threads[4];
+    for (int i = 0; i < 4; i++)
+        pthread_create(&threads[i], NULL, thread_walks, NULL);
+    for (int i = 0; i < 4; i++)
+        pthread_join(threads[i], NULL);
+    CHECK_CMP(walks_given_up, ==, 0);
+}
+
+static void on_signal(int signal)
+{
+    (void)signal;
+    with_frame_pointer(3);
+}
+
+/* A signal frame's rule is one the walk does not follow: it gives up
+ * (the profiler asks libgcc) or, where the handler's stack ends at the
+ * kernel's trampoline without a table, agrees with libgcc. */
+static void test_signal_handler(void)
+{
+    int compared = walks_compared, given_up = walks_given_up;
+    signal(SIGUSR1, on_signal);
+    raise(SIGUSR1);
+    signal(SIGUSR1, SIG_DFL);
+    CHECK_CMP(walks_compared + walks_given_up, ==, compared + given_up + 1);
+}
+
+static const struct check_test tests[] = {
+    {"depths", test_depths},
+    {"through_libc", test_through_libc},
+    {"threads", test_threads},
+    {"signal_handler", test_signal_handler},
+};
+
+int main(int argc, char **argv)
+{
+    return check_main(argc, argv, CHECK_TESTS(tests), CHECK_NO_CASES);
+}
