@@ -15,14 +15,16 @@
  * block's is, so a double free, a pointer that is no block's start and a
  * write before the block are reported.
  * A freed slot keeps its pages for the next sample of its page count
- * until it has been free for a purge delay; the purger then gives back
- * every page but its header's (purging each at its free ran the threads
- * table at 0.55x the speed of keeping them).
- * Invariants (under sampled_lock): every slot below `carved` is live, on
- * its page count's resident list (newest free first) or purged list, or
- * being purged, its header sealed as live or freed; the resident lists'
- * pages but the headers' add up to `free_resident` bytes; the region is
- * accessible and charged up to `opened`. */
+ * until it has been free for a purge delay (stretched as a heap's is);
+ * the purger then gives back all its pages and lists it outside the slot
+ * (purging each at its free ran the threads table at 0.55x the speed of
+ * keeping them; keeping the header's page of every purged slot kept 8 MB
+ * resident after the stress test, profiled at 4 KiB).
+ * Invariants (under sampled_lock): every slot below `carved` is live (its
+ * header sealed as such), on its page count's resident list (newest free
+ * first, sealed as freed), on its purged list (in `purged_links`), or
+ * being purged; the resident lists' slots add up to `free_resident`
+ * bytes; the region is accessible and charged up to `opened`. */
 #include <string.h>
 
 #include "core.h"
@@ -43,7 +45,8 @@
  * breaks it. */
 struct slot_header {
     struct slot_header *next_free; /* a free slot's, on its page count's list */
-    uint64_t freed_at;             /* a free slot's, on a resident list */
+    uint64_t freed_at;             /* a free slot's: when the purger first saw it free
+                                    * (0 before) */
     struct profile_sample *sample; /* a live block's */
     size_t asked;                  /* the size the block was allocated with */
     size_t offset;                 /* from the slot's start to the block */
@@ -55,7 +58,16 @@ _Static_assert(sizeof(struct slot_header) <= SLOT_HEADER, "a slot's header fits 
 _Atomic uintptr_t sampled_region;
 static struct os_lock sampled_lock;
 static size_t carved, opened; /* bytes from the region's start */
-static struct slot_header *resident_slots[PAGE_COUNTS], *purged_slots[PAGE_COUNTS];
+static struct slot_header *resident_slots[PAGE_COUNTS];
+/* Purged slots are listed outside them (their pages read as zero): by the
+ * index of their first page in the region, plus one (0 ends a list), in a
+ * table of a link and a purge time for every page of the region. */
+struct purged_link {
+    uint32_t next;         /* the next purged slot's page index + 1 */
+    uint32_t purged_at_ms; /* os_now_ns() / 1e6, truncated */
+};
+static struct purged_link *purged_links;
+static uint32_t purged_slots[PAGE_COUNTS];
 static size_t free_resident;
 /* The purger was asked to look at the free slots and has not yet found
  * them quiet (none resident, none freed for a purge delay): frees need
@@ -63,7 +75,14 @@ static size_t free_resident;
  * every sample, which was freed as soon as made: the per-thread loop ran
  * 1.3x the time, half of it in futex wakes.) */
 static bool purger_asked;
-static uint64_t last_freed_at;
+static bool freed_since_round; /* a slot was freed since the purger's last round */
+/* The delay stretches as a heap's does (purge_policy.c): a purged slot
+ * taken again within the longest delay of its purge doubles it (up to
+ * PURGE_STRETCH_MAX times), PURGE_CALM_CHECKS purges in a row with no
+ * such slot between them halve it. (With the delay fixed, the threads
+ * table faulted in and shot down the pages of slots purged 10 ms before.) */
+static unsigned stretch, calm_purges;
+static bool retaken_since_purge;
 static size_t live_blocks, live_bytes;
 
 static uintptr_t slot_magic(const void *block, const struct slot_header *h, uintptr_t kind)
@@ -91,10 +110,9 @@ static char *slot_of(const struct slot_header *h)
     return block_of(h) - h->offset;
 }
 
-/* A free slot's pages that a purge gives back: all but its header's. */
-static size_t slot_tail(size_t pages)
+static size_t slot_bytes(size_t pages)
 {
-    return (pages - 1) * os_page_size();
+    return pages * os_page_size();
 }
 
 /* The region, reserved once (a thread that loses the race gives its own
@@ -103,16 +121,28 @@ static bool region_ready(void)
 {
     if (atomic_load_explicit(&sampled_region, memory_order_acquire) != 0)
         return true;
+    size_t links_size = SAMPLED_REGION / os_page_size() * sizeof(struct purged_link);
     void *region = os_reserve_inaccessible(SAMPLED_REGION);
-    if (region == NULL)
+    /* The links' pages are touched as slots are purged. */
+    void *links = region != NULL ? os_reserve_inaccessible(links_size) : NULL;
+    if (links == NULL || !os_protect(links, links_size, true)) {
+        if (region != NULL)
+            os_release_inaccessible(region, SAMPLED_REGION);
+        if (links != NULL)
+            os_release_inaccessible(links, links_size);
         return false;
-    os_lock_take(&sampled_lock);
+    }
+    os_lock_take_spinning(&sampled_lock);
     bool won = atomic_load_explicit(&sampled_region, memory_order_relaxed) == 0;
-    if (won)
+    if (won) {
+        purged_links = links;
         atomic_store_explicit(&sampled_region, (uintptr_t)region, memory_order_release);
+    }
     os_lock_give(&sampled_lock);
-    if (!won)
-        os_unreserve(region, SAMPLED_REGION);
+    if (!won) {
+        os_release_inaccessible(region, SAMPLED_REGION);
+        os_release_inaccessible(links, links_size);
+    }
     return true;
 }
 
@@ -139,18 +169,32 @@ static char *carve(uintptr_t base, size_t bytes)
  * NULL when there is none. */
 static char *reuse(size_t pages)
 {
-    struct slot_header **list = resident_slots[pages] != NULL ? &resident_slots[pages] : &purged_slots[pages];
-    struct slot_header *freed = *list;
-    if (freed == NULL)
+    uintptr_t base = atomic_load_explicit(&sampled_region, memory_order_relaxed);
+    struct slot_header *freed = resident_slots[pages];
+    if (freed != NULL) {
+        /* A write before a freed block's start must not steer the list. */
+        uintptr_t offset = (uintptr_t)block_of(freed) - base;
+        if (offset > carved || freed->magic != slot_magic(block_of(freed), freed, FREED_MAGIC) ||
+            freed->pages != pages)
+            report_fatal("write before the start of a freed block (its header is overwritten)", block_of(freed));
+        resident_slots[pages] = freed->next_free;
+        free_resident -= slot_bytes(pages);
+        return slot_of(freed);
+    }
+    uint32_t taken = purged_slots[pages];
+    if (taken == 0)
         return NULL;
-    /* A write before a freed block's start must not steer the list. */
-    uintptr_t offset = (uintptr_t)block_of(freed) - atomic_load_explicit(&sampled_region, memory_order_relaxed);
-    if (offset > carved || freed->magic != slot_magic(block_of(freed), freed, FREED_MAGIC) || freed->pages != pages)
-        report_fatal("write before the start of a freed block (its header is overwritten)", block_of(freed));
-    *list = freed->next_free;
-    if (list == &resident_slots[pages])
-        free_resident -= slot_tail(pages);
-    return slot_of(freed);
+    struct purged_link *link = &purged_links[taken - 1];
+    purged_slots[pages] = link->next;
+    uint32_t now_ms = (uint32_t)(os_now_ns() / 1000000u);
+    if ((uint64_t)(uint32_t)(now_ms - link->purged_at_ms) * 1000000u < purge_retake_window()) {
+        /* Purged too soon. */
+        if (!retaken_since_purge && stretch < PURGE_STRETCH_MAX)
+            stretch++;
+        retaken_since_purge = true;
+        calm_purges = 0;
+    }
+    return (char *)base + (size_t)(taken - 1) * os_page_size();
 }
 
 void *sampled_block_alloc(size_t size, size_t alignment, bool zero, struct profile_sample *sample)
@@ -162,7 +206,7 @@ void *sampled_block_alloc(size_t size, size_t alignment, bool zero, struct profi
     /* Slots are page-aligned: a block aligned to A lies at most A in. */
     size_t align = alignment > SLOT_HEADER ? alignment : SLOT_HEADER;
     size_t pages = (size + align + page - 1) / page;
-    os_lock_take(&sampled_lock);
+    os_lock_take_spinning(&sampled_lock);
     char *slot = reuse(pages);
     bool reused = slot != NULL;
     if (!reused)
@@ -205,17 +249,20 @@ static struct slot_header *live_header(const void *p, const char *not_ours)
 
 void sampled_block_free(void *p)
 {
-    os_lock_take(&sampled_lock);
+    os_lock_take_spinning(&sampled_lock);
     struct slot_header *h = live_header(p, "free of a pointer strata did not allocate");
     struct profile_sample *sample = h->sample;
     size_t usable = h->pages * os_page_size() - h->offset;
     bool ask = !purger_asked;
     purger_asked = true;
     h->magic = slot_magic(p, h, FREED_MAGIC);
-    h->freed_at = last_freed_at = os_now_ns();
+    /* Stamped by the purger's next round, so that a free reads no clock
+     * (2% of the threads table's time profiled). */
+    h->freed_at = 0;
+    freed_since_round = true;
     h->next_free = resident_slots[h->pages];
     resident_slots[h->pages] = h;
-    free_resident += slot_tail(h->pages);
+    free_resident += slot_bytes(h->pages);
     live_blocks--;
     live_bytes -= usable;
     os_lock_give(&sampled_lock);
@@ -227,24 +274,29 @@ void sampled_block_free(void *p)
 
 size_t sampled_block_usable_size(const void *p)
 {
-    os_lock_take(&sampled_lock);
+    os_lock_take_spinning(&sampled_lock);
     const struct slot_header *h = live_header(p, "a pointer strata did not allocate");
     size_t usable = h->pages * os_page_size() - h->offset;
     os_lock_give(&sampled_lock);
     return usable;
 }
 
-/* Gives back the pages (but the header's) of the free slots on the chain. */
-static void purge_chain(struct slot_header *chain)
+/* Gives back the pages of the free slots on the chain, and lists them as
+ * purged (sampled_lock taken here, for the lists). */
+static void purge_chain(struct slot_header *chain, size_t pages, uint64_t now)
 {
     size_t page = os_page_size();
-    for (struct slot_header *h = chain; h != NULL; h = h->next_free) {
-        char *slot = slot_of(h), *end = slot + h->pages * page;
-        char *header_page = (char *)((uintptr_t)h & ~(uintptr_t)(page - 1));
-        if (header_page > slot)
-            os_purge(slot, (size_t)(header_page - slot));
-        if (header_page + page < end)
-            os_purge(header_page + page, (size_t)(end - header_page - page));
+    uintptr_t base = atomic_load_explicit(&sampled_region, memory_order_relaxed);
+    while (chain != NULL) {
+        struct slot_header *next = chain->next_free; /* read before the purge zeroes it */
+        char *slot = slot_of(chain);
+        os_purge(slot, pages * page);
+        uint32_t index = (uint32_t)(((uintptr_t)slot - base) / page);
+        os_lock_take_spinning(&sampled_lock);
+        purged_links[index] = (struct purged_link){purged_slots[pages], (uint32_t)(now / 1000000u)};
+        purged_slots[pages] = index + 1;
+        os_lock_give(&sampled_lock);
+        chain = next;
     }
 }
 
@@ -252,50 +304,51 @@ size_t sampled_blocks_expire_now(bool all)
 {
     if (atomic_load_explicit(&sampled_region, memory_order_acquire) == 0)
         return 0;
-    uint64_t now = os_now_ns(), delay = all ? 0 : strata_options.purge_delay_ns;
+    uint64_t now = os_now_ns();
     struct slot_header *expired[PAGE_COUNTS] = {0};
     bool any = false;
-    os_lock_take(&sampled_lock);
+    os_lock_take_spinning(&sampled_lock);
+    uint64_t delay = all ? 0 : strata_options.purge_delay_ns << stretch;
     for (size_t pages = 1; pages < PAGE_COUNTS; pages++) {
-        /* Newest first: the expired ones are the list's end. */
+        /* Newest first: those freed since the last round (stamped now),
+         * then by their stamps; the expired ones are the list's end. */
         struct slot_header **link = &resident_slots[pages];
+        for (; *link != NULL && (*link)->freed_at == 0; link = &(*link)->next_free)
+            (*link)->freed_at = now;
         while (*link != NULL && now - (*link)->freed_at < delay)
             link = &(*link)->next_free;
         expired[pages] = *link;
         *link = NULL;
         for (struct slot_header *h = expired[pages]; h != NULL; h = h->next_free) {
-            free_resident -= slot_tail(pages);
+            free_resident -= slot_bytes(pages);
             any = true;
         }
     }
     size_t left = free_resident;
-    bool quiet = left == 0 && now - last_freed_at >= delay;
+    bool quiet = left == 0 && !freed_since_round;
     if (quiet)
         purger_asked = false;
+    freed_since_round = false;
+    if (any) {
+        if (!retaken_since_purge && ++calm_purges >= PURGE_CALM_CHECKS) {
+            if (stretch > 0)
+                stretch--;
+            calm_purges = 0;
+        }
+        retaken_since_purge = false;
+    }
     os_lock_give(&sampled_lock);
     if (!any)
         return quiet ? 0 : left + 1;
     /* Off every list while their pages go back: no sample takes them. */
     for (size_t pages = 1; pages < PAGE_COUNTS; pages++)
-        purge_chain(expired[pages]);
-    os_lock_take(&sampled_lock);
-    for (size_t pages = 1; pages < PAGE_COUNTS; pages++) {
-        struct slot_header *h = expired[pages];
-        while (h != NULL) {
-            struct slot_header *next = h->next_free;
-            h->next_free = purged_slots[pages];
-            purged_slots[pages] = h;
-            h = next;
-        }
-    }
-    left = free_resident;
-    os_lock_give(&sampled_lock);
+        purge_chain(expired[pages], pages, now);
     return left + 1; /* not quiet: the purger looks again */
 }
 
 void sampled_blocks_stats(size_t *blocks, size_t *bytes)
 {
-    os_lock_take(&sampled_lock);
+    os_lock_take_spinning(&sampled_lock);
     *blocks += live_blocks;
     *bytes += live_bytes;
     os_lock_give(&sampled_lock);
@@ -304,7 +357,7 @@ void sampled_blocks_stats(size_t *blocks, size_t *bytes)
 /* ---- fork ------------------------------------------------------------------ */
 void sampled_blocks_lock_all(void)
 {
-    os_lock_take(&sampled_lock);
+    os_lock_take_spinning(&sampled_lock);
 }
 
 void sampled_blocks_unlock_all(void)

@@ -117,8 +117,13 @@ static void test_handoff(void)
         pthread_join(threads[t], NULL);
     drain();
     /* The exited threads' heaps go back within the purge delay (the purger
-     * retires them); wait up to two seconds for a busy machine. */
-    for (int i = 0; i < 200 && os_mapped_bytes() > start_mapped + (SEGMENT_CACHE_MAX + 2) * SEGMENT_SIZE; i++)
+     * retires them), and so do the heap profiler's free sampled slots
+     * (within the delay as it stretched: run profiled, the slots of
+     * blocks freed here are taken again soon); wait up to two seconds for
+     * a busy machine. */
+    for (int i = 0; i < 200 && (os_mapped_bytes() > start_mapped + (SEGMENT_CACHE_MAX + 2) * SEGMENT_SIZE ||
+                                (resident_is_meaningful() && resident_bytes() >= start + 8 * 1024 * 1024));
+         i++)
         os_sleep_ns(10 * 1000 * 1000);
     size_t end = resident_bytes();
     size_t end_mapped = os_mapped_bytes();
