@@ -77,6 +77,26 @@ static void thread_exit(void *heap)
         purger_ring();
 }
 
+/* STRATA_PROFILE_SIGNAL: the handler only asks (a dump takes locks and
+ * writes files); the purger, rung, writes it. */
+static void profile_signal_caught(int signal)
+{
+    (void)signal;
+    profile_ask_dump();
+    purger_ring();
+}
+
+static void profile_signal_init(void)
+{
+    if (!profile_on || strata_options.profile_signal == 0)
+        return;
+    if (!os_catch_signal((int)strata_options.profile_signal, profile_signal_caught)) {
+        report_warning("STRATA_PROFILE_SIGNAL: not a signal that can be caught; no profile on request", NULL);
+        return;
+    }
+    purger_ask(); /* started at the first allocation that can */
+}
+
 void strata_init(void)
 {
     /* A call from within (pthread_atfork may allocate) goes on: the
@@ -85,6 +105,7 @@ void strata_init(void)
         return;
     config_init();
     profile_init();
+    profile_signal_init();
     heap_threads_init(thread_exit);
     pthread_atfork(fork_prepare, fork_parent, fork_child);
     stats_init();
@@ -181,6 +202,7 @@ static void *purger_main(void *arg)
             os_wait_ns(&purger_bell, rung, wake - now < PURGER_IDLE_SLEEP_NS ? wake - now : PURGER_IDLE_SLEEP_NS);
         now = os_now_ns();
         uint32_t bell = atomic_load_explicit(&purger_bell, memory_order_acquire);
+        profile_dump_if_asked();
         if (bell != rung) { /* a thread's exit, or work while it slept */
             rung = bell;
             next_alone_check = now;
@@ -222,7 +244,9 @@ static void *purger_main(void *arg)
 void purger_start(void)
 {
     int requested = PURGER_REQUESTED;
-    if ((strata_options.background_purge == BACKGROUND_PURGE_NEVER && strata_options.sample_ns == 0) ||
+    bool profile_signal = profile_on && strata_options.profile_signal != 0;
+    if ((strata_options.background_purge == BACKGROUND_PURGE_NEVER && strata_options.sample_ns == 0 &&
+         !profile_signal) ||
         !atomic_compare_exchange_strong(&purger_request, &requested, PURGER_TAKEN))
         return;
     pthread_attr_t attr;

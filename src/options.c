@@ -61,6 +61,8 @@ static const struct option_row rows[] = {
      "with STRATA_PROFILE, one allocation sampled in about every this many bytes", NULL},
     {"STRATA_PROFILE_SEED", 0, 0, 1L << 62, &strata_options.profile_seed,
      "with STRATA_PROFILE, the samples drawn from this seed, the same each run (0: a fresh seed)", NULL},
+    {"STRATA_PROFILE_SIGNAL", 0, 0, 64, &strata_options.profile_signal,
+     "with STRATA_PROFILE, this signal (a number: 12 is SIGUSR2) writes the profile now, to the path with .dumpN", NULL},
 };
 
 /* Flags take one syntax, in any case: 1, yes, on, true; 0, no, off, false. */

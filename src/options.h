@@ -32,6 +32,7 @@ struct options {
     const char *profile_path; /* STRATA_PROFILE, NULL: the heap profiler off */
     long profile_sample;      /* STRATA_PROFILE_SAMPLE: bytes between samples, on average */
     long profile_seed;        /* STRATA_PROFILE_SEED, 0: none (the samples differ run to run) */
+    long profile_signal;      /* STRATA_PROFILE_SIGNAL, 0: none */
     uint64_t purge_delay_ns; /* derived: purge_delay_ms in nanoseconds */
     uint64_t sample_ns;      /* derived: sample_ms in nanoseconds */
     /* derived: the purger thread starts with the first heap, to purge

@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -509,6 +510,19 @@ size_t os_resident_bytes(void)
     if (sscanf(text, "%lu %lu", &size, &resident) != 2)
         return 0;
     return (size_t)resident * os_page_size();
+}
+
+bool os_catch_signal(int signal, void (*handler)(int))
+{
+    struct sigaction action;
+    memset(&action, 0, sizeof action);
+    action.sa_handler = handler;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESTART;
+    int saved = errno;
+    bool caught = sigaction(signal, &action, NULL) == 0;
+    errno = saved;
+    return caught;
 }
 
 void os_write_stderr(const char *text, size_t length)

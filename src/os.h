@@ -77,6 +77,9 @@ void os_populate(void *addr, size_t size);
  * NULL on failure or past the limit. */
 void *os_remap(void *addr, size_t old_size, size_t new_size);
 void os_write_stderr(const char *text, size_t length);
+/* Calls `handler` on the signal from now on (system calls it interrupts
+ * restart); false when the signal cannot be caught. */
+bool os_catch_signal(int signal, void (*handler)(int));
 _Noreturn void os_abort(void);
 /* The definition of `name` the dynamic linker finds after strata's own
  * (libstdc++'s operator new, say); NULL when there is none, as in a fully

@@ -58,6 +58,8 @@ static double held_bytes, held_blocks, peak_bytes;
 static double sample_mean; /* STRATA_PROFILE_SAMPLE, in bytes */
 static uintptr_t own_text_start, own_text_end; /* frames to leave out: strata's own */
 static _Atomic bool exit_dumped;
+static _Atomic bool dump_asked;
+static unsigned dumps_asked; /* written on request so far (the purger's) */
 static long profiled_pid; /* a forked child's exit writes path.PID */
 static _Atomic uint64_t threads_seeded;
 
@@ -478,6 +480,32 @@ static bool exit_path(char *path, size_t room)
             return false;
     }
     return true;
+}
+
+void profile_ask_dump(void)
+{
+    if (profile_on)
+        atomic_store_explicit(&dump_asked, true, memory_order_release);
+}
+
+void profile_dump_if_asked(void)
+{
+    if (!atomic_load_explicit(&dump_asked, memory_order_acquire) || !atomic_exchange(&dump_asked, false))
+        return;
+    char path[4096];
+    size_t room = sizeof path - 32;
+    int error = ENAMETOOLONG;
+    if (exit_path(path, room)) {
+        size_t length = strlen(path);
+        snprintf(path + length, sizeof path - length, ".dump%u", ++dumps_asked);
+        error = profile_dump(path);
+    }
+    if (error != 0) {
+        char message[4096 + 128];
+        snprintf(message, sizeof message, "STRATA_PROFILE_SIGNAL: the profile could not be written to %s (%s)",
+                 path, strerror(error));
+        report_warning(message, NULL);
+    }
 }
 
 void profile_dump_at_exit(void)

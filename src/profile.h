@@ -49,6 +49,12 @@ int profile_dump(const char *path);
  * program's exit goes on. */
 void profile_dump_at_exit(void);
 
+/* STRATA_PROFILE_SIGNAL's handler (init.c's) asks for a dump, safely in
+ * a signal handler; the purger thread then writes it with
+ * profile_dump_if_asked, to the exit's path with .dumpN (N = 1, 2, ...). */
+void profile_ask_dump(void);
+void profile_dump_if_asked(void);
+
 /* fork: the profiler's lock held across it (init.c's handlers). */
 void profile_lock_all(void);
 void profile_unlock_all(void);

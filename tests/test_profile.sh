@@ -35,8 +35,8 @@ if ! $CC -std=gnu11 -O1 -g -fno-builtin -Wall -Wextra -Werror tests/programs/pro
 fi
 
 SAMPLE=16384
-STRATA_PROFILE="$tmp/p" STRATA_PROFILE_SAMPLE=$SAMPLE STRATA_PROFILE_SEED=12345 LD_PRELOAD="$LIB" \
-    "$tmp/sites" "$tmp/now" > "$tmp/out" 2> "$tmp/err"
+STRATA_PROFILE="$tmp/p" STRATA_PROFILE_SAMPLE=$SAMPLE STRATA_PROFILE_SEED=12345 STRATA_PROFILE_SIGNAL=12 \
+    LD_PRELOAD="$LIB" "$tmp/sites" "$tmp/now" "$tmp/p.dump1.peak.folded" > "$tmp/out" 2> "$tmp/err"
 rc=$?
 check '[ "$rc" -eq 0 ]' "the program runs profiled (exit $rc$(head -c 200 "$tmp/err"))"
 child=$(sed -n 's/^child=//p' "$tmp/out")
@@ -97,6 +97,14 @@ check 'grep -q "^dump=0$" "$tmp/out" && [ -s "$tmp/now" ] && [ -s "$tmp/now.fold
 three_now=$(pprof_bytes --inuse_space "$tmp/now" site_three)
 check 'within site_three "$three_now" $((48 * MIB)) 96 $((48 * MIB / 96))' \
     "held by site_three when strata_profile_dump wrote: 48 MiB ($three_now)"
+
+# STRATA_PROFILE_SIGNAL=12: SIGUSR2, raised while both are held, has the
+# purger write the profile to path.dump1.
+check 'grep -q "^signal=written$" "$tmp/out" && [ -s "$tmp/p.dump1" ] && [ -s "$tmp/p.dump1.folded" ]' \
+    "STRATA_PROFILE_SIGNAL's signal writes the profile to path.dump1 ($(grep signal= "$tmp/out"))"
+three_signal=$(pprof_bytes --inuse_space "$tmp/p.dump1" site_three)
+check 'within site_three "$three_signal" $((48 * MIB)) 96 $((48 * MIB / 96))' \
+    "held by site_three when the signal came: 48 MiB ($three_signal)"
 
 # At exit: the leak, 4000 blocks of 4000 bytes and 10 of 1 MiB (always
 # sampled: its chance is 1 - e^-64), and nothing of the sites that freed.

@@ -14,9 +14,13 @@
  *   site_child  a forked child's blocks (its own profile, at path.PID).
  * It prints the child's pid as "child=PID". With an argument, it writes
  * the profile there while site_three's and site_one's blocks are held
- * (strata_profile_dump, found with dlsym) and prints "dump=ERRNO". */
+ * (strata_profile_dump, found with dlsym) and prints "dump=ERRNO"; with a
+ * second, it raises SIGUSR2 there (STRATA_PROFILE_SIGNAL=12 in the test),
+ * waits up to ten seconds for that file to appear and prints
+ * "signal=written" or "signal=not written". */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,6 +95,13 @@ int main(int argc, char **argv)
     if (argc > 1) {
         int (*dump)(const char *) = (int (*)(const char *))dlsym(RTLD_DEFAULT, "strata_profile_dump");
         printf("dump=%d\n", dump != NULL ? dump(argv[1]) : -1);
+    }
+    if (argc > 2) { /* STRATA_PROFILE_SIGNAL=12: the dump's last file appears */
+        raise(SIGUSR2);
+        int waited = 0;
+        while (access(argv[2], F_OK) != 0 && waited++ < 1000)
+            usleep(10000);
+        printf("signal=%s\n", waited <= 1000 ? "written" : "not written");
     }
     for (size_t i = 0; i < THREE_BLOCKS; i++)
         free(three[i]);
