@@ -7,6 +7,7 @@
 #include <errno.h>
 
 #include "alloc.h"
+#include "block_guards.h"
 #include "core.h"
 #include "init.h"
 #include "instrument.h"
@@ -83,19 +84,24 @@ static struct heap *calling_heap(void)
  * sampled blocks' region (sampled_blocks.h) or, larger, a large block of
  * its own, whose free and realloc release its record; NULL when the
  * profiler is off or takes no sample now (the caller allocates as ever).
- * The secure flavour's blocks keep their own layout: not sampled there
- * yet. */
+ * In the secure flavour a slot is zeroed at its free and checked zero at
+ * its reuse, as its small blocks are, and secure.c puts its canary and
+ * size word at the block's end, as at any large block's; its blocks above
+ * the slots' sizes are large blocks as ever (a guard page after each). */
 static STRATA_NOINLINE void *alloc_sampled(size_t size, size_t chance_bytes, size_t alignment, bool zero)
 {
-    if (STRATA_SECURE_BUILD || !profile_on)
+    if (!profile_on)
         return NULL;
     struct profile_sample *sample = profile_sample_take(size, chance_bytes);
     if (sample == NULL)
         return NULL;
-    void *p = sampled_block_alloc(size, alignment, zero, sample);
+    /* The secure flavour's blocks read as zero, and its tail (a canary and
+     * the size) lies past the size. */
+    zero = zero || secure_has(SECURE_ZERO);
+    void *p = sampled_block_alloc(size + SECURE_TAIL_LARGE, alignment, zero, sample);
     if (p != NULL)
         return p;
-    p = large_alloc(size, alignment, zero);
+    p = large_alloc(size + SECURE_TAIL_LARGE, alignment, zero);
     if (p == NULL) {
         profile_sample_release(sample);
         return NULL;
@@ -131,10 +137,10 @@ static STRATA_NOINLINE void *alloc_class_slow(unsigned class_index, size_t size)
     return block;
 }
 
-void *alloc_class(unsigned class_index)
+void *alloc_class(unsigned class_index, size_t size)
 {
     void *block = bin_pop(class_index);
-    return likely(block != NULL) ? block : alloc_class_slow(class_index, class_size[class_index]);
+    return likely(block != NULL) ? block : alloc_class_slow(class_index, size);
 }
 
 void *alloc_large(size_t size, size_t alignment, bool zero)

@@ -15,8 +15,9 @@
  * heap's refill, a large mapping, the trim-and-retry at the memory limit;
  * NULL with errno = ENOMEM. */
 STRATA_NOINLINE void *alloc_slow(size_t size);
-/* A block of the class, for an alignment the class's blocks all have. */
-void *alloc_class(unsigned class_index);
+/* A block of the class, for an alignment the class's blocks all have, for
+ * a request of `size` bytes (the heap profiler's figure for a sample). */
+void *alloc_class(unsigned class_index, size_t size);
 /* A large block (`zero`: zeroed), with the trim-and-retry. */
 void *alloc_large(size_t size, size_t alignment, bool zero);
 /* A block above SMALL_MAX (`zero`: zeroed): a medium page up to MEDIUM_MAX,

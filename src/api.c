@@ -148,7 +148,7 @@ void *api_aligned_alloc(size_t alignment, size_t size)
         c++;
     if (c == CLASS_COUNT)
         return alloc_large(size, alignment, false);
-    return alloc_class(c);
+    return alloc_class(c, size);
 }
 
 int api_posix_memalign(void **out, size_t alignment, size_t size)

@@ -27,6 +27,7 @@
  * bytes; the region is accessible and charged up to `opened`. */
 #include <string.h>
 
+#include "block_guards.h"
 #include "core.h"
 #include "sampled_blocks.h"
 
@@ -166,9 +167,13 @@ static char *carve(uintptr_t base, size_t bytes)
 }
 
 /* A free slot of `pages` pages, resident ones first (sampled_lock held);
- * NULL when there is none. */
-static char *reuse(size_t pages)
+ * NULL when there is none. In the secure flavour a resident slot's bytes
+ * were zeroed at its free and are checked zero here (a write after free
+ * is reported), its old header cleared: all of it reads as zero
+ * (*zeroed). */
+static char *reuse(size_t pages, bool *zeroed)
 {
+    *zeroed = false;
     uintptr_t base = atomic_load_explicit(&sampled_region, memory_order_relaxed);
     struct slot_header *freed = resident_slots[pages];
     if (freed != NULL) {
@@ -179,7 +184,15 @@ static char *reuse(size_t pages)
             report_fatal("write before the start of a freed block (its header is overwritten)", block_of(freed));
         resident_slots[pages] = freed->next_free;
         free_resident -= slot_bytes(pages);
-        return slot_of(freed);
+        char *slot = slot_of(freed), *block = block_of(freed);
+        if (secure_has(SECURE_ZERO)) {
+            if (!zero_intact(slot, 0, (size_t)((char *)freed - slot)) ||
+                !zero_intact(block, 0, (size_t)(slot + pages * os_page_size() - block)))
+                report_fatal("write after free (a freed block changed before it was handed out again)", block);
+            memset(freed, 0, sizeof *freed);
+            *zeroed = true;
+        }
+        return slot;
     }
     uint32_t taken = purged_slots[pages];
     if (taken == 0)
@@ -207,7 +220,8 @@ void *sampled_block_alloc(size_t size, size_t alignment, bool zero, struct profi
     size_t align = alignment > SLOT_HEADER ? alignment : SLOT_HEADER;
     size_t pages = (size + align + page - 1) / page;
     os_lock_take_spinning(&sampled_lock);
-    char *slot = reuse(pages);
+    bool zeroed;
+    char *slot = reuse(pages, &zeroed);
     bool reused = slot != NULL;
     if (!reused)
         slot = carve(base, pages * page);
@@ -223,7 +237,7 @@ void *sampled_block_alloc(size_t size, size_t alignment, bool zero, struct profi
     os_lock_give(&sampled_lock);
     if (block == NULL)
         return NULL;
-    if (zero && reused) /* a fresh slot's pages are zero; a reused one's need not be */
+    if (zero && reused && !zeroed) /* a fresh slot's pages are zero; a reused one's need not be */
         memset(block, 0, size);
     counters_bytes_out((long)(slot + pages * page - block));
     return block;
@@ -260,11 +274,18 @@ void sampled_block_free(void *p)
      * (2% of the threads table's time profiled). */
     h->freed_at = 0;
     freed_since_round = true;
+    live_blocks--;
+    live_bytes -= usable;
+    if (secure_has(SECURE_ZERO)) {
+        /* Sealed as freed, on no list: zeroed outside the lock, then
+         * listed (its reuse checks the zeros). */
+        os_lock_give(&sampled_lock);
+        memset(p, 0, usable);
+        os_lock_take_spinning(&sampled_lock);
+    }
     h->next_free = resident_slots[h->pages];
     resident_slots[h->pages] = h;
     free_resident += slot_bytes(h->pages);
-    live_blocks--;
-    live_bytes -= usable;
     os_lock_give(&sampled_lock);
     counters_bytes_out(-(long)usable);
     profile_sample_release(sample);

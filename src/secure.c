@@ -40,9 +40,14 @@ static void *handed_out(unsigned class_index, size_t size)
 {
     void *p = bin_pop(class_index);
     if (unlikely(p == NULL)) {
-        p = alloc_class(class_index);
+        p = alloc_class(class_index, size);
         if (p == NULL)
             return NULL;
+        if (unlikely(!is_segment_pointer(p))) { /* the heap profiler's sample (sampled_blocks.h) */
+            struct block_keys keys = keys_of(p);
+            large_tail_set(p, size, large_usable_size(p), &keys);
+            return p;
+        }
     }
     size_t slot = class_size[class_index];
     if (secure_has(SECURE_ZERO)) {

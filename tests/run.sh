@@ -90,19 +90,23 @@ if [ -x "$BUILD/tests/test_context" ] && selected "test_context (STRATA_CHECK=1)
     STRATA_CHECK=1 timeout 600 "$BUILD/tests/test_context" > "$out" 2>&1
     record "test_context (STRATA_CHECK=1)" "$out" $?
 fi
-# The heap profiler sampling one allocation in every 4 KiB or so: sampled
-# blocks (large blocks of their own) across threads with every block
-# checked, and a profile written at exit. (test_api asserts where blocks
-# land, which a sample changes: a large block of its own. TSan: not yet.)
-if [ -x "$BUILD/tests/test_stress" ] && [ "$SANITIZER" != tsan ] && selected "test_stress (STRATA_PROFILE)"; then
-    profile_dir=$(mktemp -d)
-    STRATA_PROFILE="$profile_dir/profile" STRATA_PROFILE_SAMPLE=4096 STRESS_SCALE=$(awk "BEGIN { print $stress_scale / 2 }") \
-        timeout 600 "$BUILD/tests/test_stress" > "$out" 2>&1
-    status=$?
-    [ -s "$profile_dir/profile" ] || { echo "no profile written at exit" >> "$out"; status=1; }
-    record "test_stress (STRATA_PROFILE)" "$out" $status
-    rm -rf "$profile_dir"
-fi
+# The heap profiler sampling one allocation in every 4 KiB or so, in both
+# flavours: sampled blocks (slots of their own region) across threads
+# with every block checked, and a profile written at exit. (test_api
+# asserts where blocks land, which a sample changes.)
+for stress in "$BUILD/tests/test_stress" "$BUILD/tests-secure/test_stress"; do
+    name="test_stress (STRATA_PROFILE)"
+    [ "$stress" = "$BUILD/tests-secure/test_stress" ] && name="test_stress (secure flavour, STRATA_PROFILE)"
+    if [ -x "$stress" ] && selected "$name"; then
+        profile_dir=$(mktemp -d)
+        STRATA_PROFILE="$profile_dir/profile" STRATA_PROFILE_SAMPLE=4096 STRESS_SCALE=$(awk "BEGIN { print $stress_scale / 2 }") \
+            timeout 600 "$stress" > "$out" 2>&1
+        status=$?
+        [ -s "$profile_dir/profile" ] || { echo "no profile written at exit" >> "$out"; status=1; }
+        record "$name" "$out" $status
+        rm -rf "$profile_dir"
+    fi
+done
 # Thread exit without a purger thread: heaps are given up at once.
 if [ -x "$BUILD/tests/test_exit" ] && selected "test_exit (STRATA_BACKGROUND_PURGE=0)"; then
     STRATA_BACKGROUND_PURGE=0 timeout 600 "$BUILD/tests/test_exit" > "$out" 2>&1

@@ -9,6 +9,7 @@
 BUILD=${BUILD:-build}
 CC=${CC:-gcc}
 LIB=$(cd "$BUILD" && pwd)/libstrata.so
+SECURE_LIB=$(cd "$BUILD" && pwd)/libstrata-secure.so
 pass=0
 fail=0
 tmp=$(mktemp -d)
@@ -146,28 +147,47 @@ q_leak=$(pprof_bytes --inuse_space "$tmp/q.$shell_pid" site_leak)
 check '[ "$q_leak" -gt $((10 * MIB)) ]' "the exec'd program's own profile holds its leak ($q_leak)"
 
 # Sampled blocks used as any block is (tests/programs/profile_blocks.c),
-# every allocation sampled: contents, calloc, alignments, realloc across
-# the bins' sizes, frees in other threads, slots reused.
+# every allocation sampled, in both flavours: contents, calloc,
+# alignments, realloc across the bins' sizes, frees in other threads,
+# slots reused (the secure flavour's samples are large blocks).
 if $CC -std=gnu11 -O1 -g -fno-builtin -Wall -Wextra -Werror tests/programs/profile_blocks.c -o "$tmp/blocks" -lpthread; then
-    STRATA_PROFILE="$tmp/b" STRATA_PROFILE_SAMPLE=1 LD_PRELOAD="$LIB" "$tmp/blocks" > "$tmp/out_b" 2>&1
-    rc=$?
-    check '[ "$rc" -eq 0 ] && grep -q "^ok$" "$tmp/out_b"' \
-        "sampled blocks behave as blocks (exit $rc: $(head -c 300 "$tmp/out_b"))"
-    # Misuse of a sampled block is stopped, with its address. No purger
-    # thread: its start allocates, and could take the slot freed first.
-    for misuse in "double-free:double free" "interior-free:not a block's start" \
-        "header-write:write before the start of a block" "interior-realloc:not a block's start"; do
-        kind=${misuse%%:*}
-        said=${misuse#*:}
-        STRATA_BACKGROUND_PURGE=0 STRATA_PROFILE="$tmp/b" STRATA_PROFILE_SAMPLE=1 LD_PRELOAD="$LIB" \
-            "$tmp/blocks" "$kind" > "$tmp/out_b" 2>&1
+    for flavour in "default:$LIB" "secure:$SECURE_LIB"; do
+        name=${flavour%%:*}
+        lib=${flavour#*:}
+        STRATA_PROFILE="$tmp/b" STRATA_PROFILE_SAMPLE=1 LD_PRELOAD="$lib" "$tmp/blocks" > "$tmp/out_b" 2>&1
         rc=$?
-        check '[ "$rc" -gt 128 ] && grep -q "strata: error: .*$said.* (address 0x[0-9a-f]*)" "$tmp/out_b" && ! grep -q "went through" "$tmp/out_b"' \
-            "a sampled block's $kind is stopped (exit $rc: $(head -c 200 "$tmp/out_b"))"
+        check '[ "$rc" -eq 0 ] && grep -q "^ok$" "$tmp/out_b"' \
+            "$name flavour: sampled blocks behave as blocks (exit $rc: $(head -c 300 "$tmp/out_b"))"
+        # Misuse of a sampled block is stopped, with its address. No purger
+        # thread: its start allocates, and could take the slot freed first.
+        for misuse in "double-free:double free" "interior-free:not a block's start|did not allocate" \
+            "header-write:write before the start of a block" "interior-realloc:not a block's start|did not allocate"; do
+            kind=${misuse%%:*}
+            said=${misuse#*:}
+            STRATA_BACKGROUND_PURGE=0 STRATA_PROFILE="$tmp/b" STRATA_PROFILE_SAMPLE=1 LD_PRELOAD="$lib" \
+                "$tmp/blocks" "$kind" > "$tmp/out_b" 2>&1
+            rc=$?
+            check '[ "$rc" -gt 128 ] && grep -Eq "strata: error: .*($said).* \(address 0x[0-9a-f]*\)" "$tmp/out_b" && ! grep -q "went through" "$tmp/out_b"' \
+                "$name flavour: a sampled block's $kind is stopped (exit $rc: $(head -c 200 "$tmp/out_b"))"
+        done
     done
+    STRATA_BACKGROUND_PURGE=0 STRATA_PROFILE="$tmp/b" STRATA_PROFILE_SAMPLE=1 LD_PRELOAD="$SECURE_LIB" \
+        "$tmp/blocks" write-after-free > "$tmp/out_b" 2>&1
+    rc=$?
+    check '[ "$rc" -gt 128 ] && grep -q "strata: error: write after free.* (address 0x[0-9a-f]*)" "$tmp/out_b"' \
+        "secure flavour: a write after a sampled block's free is stopped at its reuse (exit $rc: $(head -c 200 "$tmp/out_b"))"
 else
     bad "tests/programs/profile_blocks.c builds"
 fi
+
+# The secure flavour samples too: the sites' shares at the peak.
+STRATA_PROFILE="$tmp/s" STRATA_PROFILE_SAMPLE=$SAMPLE STRATA_PROFILE_SEED=12345 LD_PRELOAD="$SECURE_LIB" \
+    "$tmp/sites" > "$tmp/out_s" 2>&1
+rc=$?
+three_secure=$(pprof_bytes --inuse_space "$tmp/s.peak" site_three)
+one_secure=$(pprof_bytes --inuse_space "$tmp/s.peak" site_one)
+check '[ "$rc" -eq 0 ] && within site_three "$three_secure" $((48 * MIB)) 96 $((48 * MIB / 96)) && within site_one "$one_secure" $((16 * MIB)) 32 $((16 * MIB / 32))' \
+    "secure flavour: held at the peak by site_three and site_one: 48 and 16 MiB ($three_secure, $one_secure; exit $rc)"
 
 # A path that cannot be written: said, and the program's exit is its own.
 STRATA_PROFILE="$tmp/missing/p" STRATA_PROFILE_SAMPLE=$SAMPLE LD_PRELOAD="$LIB" "$tmp/sites" > /dev/null 2> "$tmp/err"

@@ -10,7 +10,8 @@
  *                  reused. Prints "ok" and exits 0, or says what failed
  *                  and exits 1.
  *   double-free | interior-free | header-write | interior-realloc
- *                  one misuse of a sampled block, which strata stops. */
+ *                  one misuse of a sampled block, which strata stops;
+ *   write-after-free  one the secure flavour stops. */
 #define _GNU_SOURCE
 #include <malloc.h>
 #include <pthread.h>
@@ -155,6 +156,10 @@ int main(int argc, char **argv)
         free(p);
     } else if (strcmp(argv[1], "interior-realloc") == 0) {
         p = realloc(p + 16, 300000);
+    } else if (strcmp(argv[1], "write-after-free") == 0) { /* the secure flavour stops it */
+        free(p);
+        p[8] = 1;
+        q = malloc(40); /* the slot p had, again */
     }
     printf("the misuse went through\n");
     return 0;
