@@ -247,11 +247,11 @@ def count_memory_calls(command, preload):
     return 0
 
 
-def run_timed(command, preload, peakrss):
+def run_timed(command, preload, peakrss, env_extra=None):
     """Runs a program through the `peakrss` helper, returns (wall
     milliseconds, peak resident MB, stdout)."""
     with tempfile.NamedTemporaryFile(mode="r") as peak:
-        env = environment(None, {"PEAKRSS_OUT": peak.name})
+        env = environment(None, dict(env_extra or {}, PEAKRSS_OUT=peak.name))
         if preload:
             env["LD_PRELOAD"] = preload  # reaches the command through the helper
         start = time.monotonic()

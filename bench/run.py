@@ -4,6 +4,7 @@ every other allocator on the machine, side by side in one run, and prints the
 tables with each allocator's figure as a ratio to strata's. Raw runs go to
 OUT/<table>.csv, the tables to OUT/tables.md, plots to OUT/*.svg."""
 import argparse
+import glob
 import math
 import os
 import re
@@ -33,7 +34,9 @@ SIZES = {
                   lifetimes=dict(threads=[2], steps=6400, started=4), shortlived_rounds=2000,
                   real=dict(redis_requests=300, sqlite_rows=2000, python=[1, 2000], gcc_functions=2),
                   redis=dict(requests=20000, last_wait=0.5, io_threads=[0, 2],
-                             allocators=["strata", "glibc", "jemalloc"], repeats=1)),
+                             allocators=["strata", "glibc", "jemalloc"], repeats=1),
+                  profiler=dict(threads=[1, 2], replacements=20000, loop_threads=[1], loop_steps=100000,
+                                zsh="array", python=[1, 2000], rates=[65536, 524288, 4194304], seeds=1)),
     "default": dict(replacements=2000000, threads=[1, 2, 4, 8, 16], pairs=[1, 2, 4], consumers=3,
                     cross_blocks=2000000, grow=[225000, 1350000], grow_repeats=21,
                     zsh=dict(string=[60000, 1], array=[60000], function=[40000], search=[20000]),
@@ -45,7 +48,9 @@ SIZES = {
                     lifetimes=dict(threads=[2, 4], steps=200000, started=20), shortlived_rounds=200000,
                     real=dict(redis_requests=15000, sqlite_rows=80000, python=[2, 30000], gcc_functions=60),
                     redis=dict(requests=3200000, last_wait=30, io_threads=[0, 2],
-                               allocators=["strata", "glibc", "jemalloc"], repeats=1)),
+                               allocators=["strata", "glibc", "jemalloc"], repeats=1),
+                    profiler=dict(threads=[1, 2], replacements=2000000, loop_threads=[1, 2], loop_steps=20000000,
+                                  zsh="array", python=[2, 30000], rates=[65536, 524288, 4194304], seeds=5)),
     "full": dict(replacements=8000000, threads=[1, 2, 4, 8, 16], pairs=[1, 2, 4, 8], consumers=3,
                  cross_blocks=8000000, grow=[225000, 1350000], grow_repeats=51,
                  zsh=dict(string=[225000, 1], array=[200000], function=[100000], search=[100000]),
@@ -56,7 +61,9 @@ SIZES = {
                  workloads=dict(server=80, churn=800, leak=16000000),
                  lifetimes=dict(threads=[2, 4, 8], steps=200000, started=80), shortlived_rounds=800000,
                  real=dict(redis_requests=60000, sqlite_rows=320000, python=[8, 30000], gcc_functions=200),
-                 redis=dict(requests=3200000, last_wait=30, io_threads=[0, 4], allocators="all", repeats=None)),
+                 redis=dict(requests=3200000, last_wait=30, io_threads=[0, 4], allocators="all", repeats=None),
+                 profiler=dict(threads=[1, 2, 4], replacements=4000000, loop_threads=[1, 2, 4], loop_steps=10000000,
+                               zsh="array", python=[4, 30000], rates=[65536, 524288, 4194304], seeds=11)),
 }
 
 
@@ -686,6 +693,160 @@ class Suite:
                 "under a plain context; malloc rows: malloc/free).\n\n%s%s%s\n"
                 % (notes, summary, harness.markdown_table(header, table)))
 
+    # ---- the heap profiler ------------------------------------------------
+    # tests/programs/profile_sites.c's sites, what each allocated or held at
+    # exit, exactly: (site, pprof's mode, bytes).
+    PROFILE_SITES = [("site_three", "--alloc_space", 48 << 20), ("site_one", "--alloc_space", 16 << 20),
+                     ("site_grown", "--alloc_space", 200 * 200 * 1024),
+                     ("site_leak", "--inuse_space", 16000000 + (10 << 20))]
+
+    def profiler(self):
+        """The heap profiler's cost: each program's wall time profiled over
+        the same allocator's unprofiled, paired run by run (strata and its
+        secure flavour with STRATA_PROFILE, jemalloc with prof:true at its
+        own 512 KiB default, heaptrack over glibc); then its accuracy on
+        tests/programs/profile_sites.c at three sampling rates."""
+        sz = self.sizes["profiler"]
+        peakrss = self.program("peakrss")
+        work = tempfile.mkdtemp(prefix="strata-bench-profiler.")
+        try:
+            tools, notes = self.profiler_tools(work)
+            cases = self.profiler_cases(sz)
+            rows = []
+            for rep in range(self.repeats):
+                for label, command in cases:
+                    for tool, off, on in tools:
+                        for state, (preload, env, prefix) in (("off", off), ("on", on)):
+                            harness.progress("profiler: run %d/%d, %s, %s %s" % (rep + 1, self.repeats, label,
+                                                                               tool, state))
+                            ms, peak, _ = self.measured(preload, tool, "profiler %s, run %d" % (label, rep + 1),
+                                                        lambda: harness.run_timed(prefix + command, preload,
+                                                                                  peakrss, env))
+                            rows.append(dict(allocator=tool, profiled=state, run=rep + 1, case=label, ms=ms,
+                                             peak_rss_mb=peak))
+                            if tool == "jemalloc" and state == "on" and not glob.glob(os.path.join(work, "jeprof*")):
+                                notes.append("jemalloc wrote no profile: its library was built without "
+                                             "profiling, so its row measures nothing.")
+                            for leftover in glob.glob(os.path.join(work, "*")):
+                                if not leftover.endswith(".c") and not os.path.basename(leftover) == "sites":
+                                    os.remove(leftover)
+            harness.write_csv(os.path.join(self.out, "profiler.csv"), rows)
+            labels = [label for label, _ in cases]
+            table = []
+            for tool, _, _ in tools:
+                cells, peaks = [], []
+                for label in labels:
+                    ratios, peak_ratios = [], []
+                    for rep in range(1, self.repeats + 1):
+                        on = [r for r in rows if r["allocator"] == tool and r["case"] == label and r["run"] == rep]
+                        times = {r["profiled"]: r for r in on}
+                        if "on" in times and "off" in times and times["off"]["ms"] > 0:
+                            ratios.append(times["on"]["ms"] / times["off"]["ms"])
+                            if times["off"]["peak_rss_mb"] > 0:
+                                peak_ratios.append(times["on"]["peak_rss_mb"] / times["off"]["peak_rss_mb"])
+                    cells.append("%.2fx" % harness.median(ratios) if ratios else "-")
+                    if peak_ratios:
+                        peaks.append(harness.median(peak_ratios))
+                geomean = math.exp(sum(math.log(p) for p in peaks) / len(peaks)) if peaks else float("nan")
+                table.append([tool] + cells + ["%.2fx" % geomean])
+            header = ["profiler (over its allocator unprofiled)"] + labels + ["peak resident (geomean)"]
+            accuracy = self.profiler_accuracy(sz, work)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return ("### the heap profiler: what profiling costs, and how close its figures are\n"
+                "Wall time profiled over the same allocator's unprofiled, the median of the ratios within each run\n"
+                "(the two run one after the other): strata and strata secure with STRATA_PROFILE at the default\n"
+                "512 KiB, jemalloc with MALLOC_CONF=prof:true (its default rate, 512 KiB, and a profile at\n"
+                "exit), heaptrack (every call traced) over glibc. threads: the threads table's program (%d\n"
+                "replacements); loops: the per-thread loops' (%d steps); zsh: bench/zsh/%s.zsh; python3:\n"
+                "bench/real/python3.py. The last column: peak resident profiled over unprofiled.\n\n%s%s\n\n%s"
+                % (sz["replacements"], sz["loop_steps"], sz["zsh"], "".join("%s\n\n" % n for n in dict.fromkeys(notes)),
+                   harness.markdown_table(header, table), accuracy))
+
+    def profiler_tools(self, work):
+        """[(name, (preload, env, prefix) unprofiled, the same profiled)]
+        for the profilers found here, and notes on those that are not."""
+        allocators = dict(self.allocators)
+        tools, notes = [], []
+        for name in ("strata", "strata secure"):
+            if name in allocators:
+                tools.append((name, (allocators[name], {}, []),
+                              (allocators[name], {"STRATA_PROFILE": os.path.join(work, "strata.%p")}, [])))
+        jemalloc = [preload for name, preload in self.allocators if name.startswith("jemalloc")]
+        if jemalloc:
+            tools.append(("jemalloc", (jemalloc[0], {}, []),
+                          (jemalloc[0], {"MALLOC_CONF": "prof:true,prof_final:true,prof_prefix:%s"
+                                         % os.path.join(work, "jeprof")}, [])))
+        else:
+            notes.append("jemalloc is not installed (apt-get install libjemalloc2): not measured.")
+        heaptrack = shutil.which("heaptrack")
+        if heaptrack:
+            tools.append(("heaptrack", (None, {}, []), (None, {}, [heaptrack, "-o", os.path.join(work, "heaptrack")])))
+        else:
+            notes.append("heaptrack is not installed (apt-get install heaptrack): not measured.")
+        return tools, notes
+
+    def profiler_cases(self, sz):
+        """[(label, command)]: the programs each profiler is measured on."""
+        cases = [("threads %d thr" % t, [self.program("threads"), "-t", str(t), "-r", str(sz["replacements"])])
+                 for t in sz["threads"]]
+        cases += [("loops %d thr" % t, [self.program("loops"), "-t", str(t), "-n", str(sz["loop_steps"])])
+                  for t in sz["loop_threads"]]
+        zsh = shutil.which("zsh")
+        if zsh:
+            args = self.sizes["zsh"][sz["zsh"]]
+            cases.append(("zsh %s" % sz["zsh"], [zsh, "-f", os.path.join(HERE, "zsh", sz["zsh"] + ".zsh")]
+                          + [str(a) for a in args]))
+        if os.path.exists("/usr/bin/python3"):
+            rounds, records = sz["python"]
+            cases.append(("python3", ["/usr/bin/python3", os.path.join(HERE, "real", "python3.py"), str(rounds),
+                                      str(records)]))
+        return cases
+
+    def profiler_accuracy(self, sz, work):
+        """Each known site's estimate against its exact bytes, at three
+        rates, over several seeds: the median and the largest error."""
+        pprof = shutil.which("google-pprof")
+        title = "Accuracy: tests/programs/profile_sites.c under strata, each site's estimate against its exact bytes.\n\n"
+        if pprof is None:
+            return title + "google-pprof is not installed (apt-get install google-perftools): not measured.\n"
+        source = os.path.join(os.path.dirname(HERE), "tests", "programs", "profile_sites.c")
+        sites = os.path.join(work, "sites")
+        cc = os.environ.get("CC", "cc")
+        built = subprocess.run([cc, "-std=gnu11", "-O1", "-g", "-fno-builtin", source, "-o", sites, "-lpthread",
+                                "-ldl"], capture_output=True, text=True)
+        if built.returncode != 0:
+            return title + "tests/programs/profile_sites.c did not build: %s\n" % built.stderr[-300:]
+        strata = dict(self.allocators)["strata"]
+        errors = {}
+        for rate in sz["rates"]:
+            for seed in range(1, sz["seeds"] + 1):
+                harness.progress("profiler: accuracy at %d bytes, seed %d" % (rate, seed))
+                profile = os.path.join(work, "accuracy")
+                harness.run_program([sites], strata, {"STRATA_PROFILE": profile, "STRATA_PROFILE_SAMPLE": str(rate),
+                                                      "STRATA_PROFILE_SEED": str(seed)})
+                for site, mode, exact in self.PROFILE_SITES:
+                    out = subprocess.run([pprof, "--text", "--show_bytes", mode, sites, profile], capture_output=True,
+                                         text=True).stdout
+                    estimate = 0
+                    for line in out.splitlines():
+                        fields = line.split()
+                        if len(fields) >= 6 and fields[5] == site:
+                            estimate = float(fields[0])
+                    errors.setdefault((site, rate), []).append(abs(estimate - exact) / exact * 100)
+        header = ["site (exact bytes)"] + ["%d KiB a sample" % (rate // 1024) for rate in sz["rates"]]
+        table = []
+        for site, mode, exact in self.PROFILE_SITES:
+            what = "allocated" if mode == "--alloc_space" else "held at exit"
+            row = ["%s (%s %.1f MB)" % (site, what, exact / 1e6)]
+            for rate in sz["rates"]:
+                e = sorted(errors[(site, rate)])
+                row.append("%.1f%% (worst %.1f%%)" % (harness.median(e), e[-1]))
+            table.append(row)
+        return (title + "The median error over %d seeds (and the worst); one sample in about every N bytes: the\n"
+                "error of a site of n blocks of s bytes is about 1/sqrt(n p), p = 1 - e^(-s/N).\n\n%s\n"
+                % (sz["seeds"], harness.markdown_table(header, table)))
+
     # ---- plots -----------------------------------------------------------
     # The misuse suite's sizes (tests/test_security.sh's).
     MISUSE_SIZES = ["8", "4096", "262144"]
@@ -817,7 +978,7 @@ class Suite:
 
 
 TABLES = ["threads", "threads_ends", "loops", "shortlived", "crossthread", "lifetimes", "medium", "workloads",
-          "grow", "cxx", "zsh", "real", "secure", "memtime", "arena", "context"]
+          "grow", "cxx", "zsh", "real", "profiler", "secure", "memtime", "arena", "context"]
 
 
 EPILOG = """tables: %s

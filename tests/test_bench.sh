@@ -208,10 +208,10 @@ check 'python3 bench/run.py --help | grep -q "^tables: threads, threads_ends, lo
 # CSVs: allocator, case and run first; integers without a fraction.
 check 'head -n 1 "$out/threads.csv" | grep -q "^allocator,case,run,threads,ops_per_sec,"' "CSV columns in a stable order"
 check '! grep -Eq "[0-9]\.0(,|$)" "$out/threads.csv" && ! grep -Eq "\.[0-9]{7,}" "$out/grow.csv"' "CSV numbers without noise digits"
-for heading in "### threads (" "### threads, partly written" "### per-thread loops" "### short-lived small blocks" "### cross-thread" "### random lifetimes" "### medium and big blocks" "### workloads" "### grow" "### C++: operator new and delete" "### zsh" "### real programs" "### the secure flavours" "### memory over time (" "### memory over time, big blocks" "### memory over time, a real server" "### arena" "### context"; do
+for heading in "### threads (" "### threads, partly written" "### per-thread loops" "### short-lived small blocks" "### cross-thread" "### random lifetimes" "### medium and big blocks" "### workloads" "### grow" "### C++: operator new and delete" "### zsh" "### real programs" "### the heap profiler" "### the secure flavours" "### memory over time (" "### memory over time, big blocks" "### memory over time, a real server" "### arena" "### context"; do
     check 'grep -q "^$heading" "$out/tables.md"' "table $heading"
 done
-for csv in threads threads_ends loops shortlived crossthread lifetimes medium workloads grow cxx zsh real secure memtime memtime_large memtime_redis arena context; do
+for csv in threads threads_ends loops shortlived crossthread lifetimes medium workloads grow cxx zsh real profiler secure memtime memtime_large memtime_redis arena context; do
     check '[ -s "$out/$csv.csv" ] && grep -q strata "$out/$csv.csv"' "$csv.csv with strata rows"
 done
 check '[ "$(grep -c "^| strata |" "$out/tables.md")" -ge 18 ]' "strata has a row in every table"
@@ -234,6 +234,18 @@ for program in redis-server:redis sqlite3:sqlite3 /usr/bin/python3:python3 gcc:g
             "the real programs table names the package of ${program#*:}"
     fi
 done
+# The heap profiler's table: strata's cost on each program, and, where
+# google-pprof reads the profiles, each known site's error at three rates.
+sed -n "/^### the heap profiler/,/^### /p" "$out/tables.md" > "$out/profiler.md"
+check 'grep -Eq "^\| strata \|( [0-9.]+x \|)+$" "$out/profiler.md" && grep -Eq "^\| strata secure \|( [0-9.]+x \|)+$" "$out/profiler.md"' \
+    "the profiler table gives strata's cost on every program: $(grep "^| strata |" "$out/profiler.md")"
+if command -v google-pprof > /dev/null; then
+    check 'grep -Eq "^\| site_three \(allocated 50\.3 MB\)( \| [0-9.]+% \(worst [0-9.]+%\)){3} \|$" "$out/profiler.md"' \
+        "the profiler table gives site_three's error at three rates"
+else
+    check 'grep -q "google-pprof is not installed (apt-get install google-perftools)" "$out/profiler.md"' \
+        "the profiler table names google-perftools where it is missing"
+fi
 # Debian's mimalloc, where installed, carries its version, apart from a
 # mimalloc built by hand.
 check '! grep -q "^| mimalloc |" "$out/tables.md" && { ! dpkg-query -W libmimalloc2.0 > /dev/null 2>&1 || grep -q "^| mimalloc-2\.[0-9.]* |" "$out/tables.md"; }' \
