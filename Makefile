@@ -143,10 +143,12 @@ $(BUILD)/libstrata-secure.so: $(BUILD)/$(SECURE_REALNAME)
 # Each archive holds one object, linked from all of strata's: every internal
 # name is made local, so it defines nothing outside the strata_* API (and,
 # with the override, the malloc family), and any one of those pulls in all
-# of it.
+# of it. Its code goes into a section of its own, strata_text, whose bounds
+# the linker names (__start_strata_text, __stop_strata_text): the heap
+# profiler leaves strata's own frames out of a program's stacks by them.
 define one_object_archive
 	$(LD) -r -o $(@:.a=.o) $^
-	objcopy --localize-hidden $(@:.a=.o)
+	objcopy --localize-hidden $(foreach s,.text .text.unlikely .text.hot .text.startup .text.exit,--rename-section $(s)=strata_text) $(@:.a=.o)
 	rm -f $@ && ar rcs $@ $(@:.a=.o)
 endef
 $(BUILD)/libstrata-override.a: $(ALL_OBJ)

@@ -69,6 +69,10 @@ static STRATA_TLS double big_bytes_left; /* profile_big_due's countdown, 0: not 
 
 extern char __ehdr_start[] __attribute__((visibility("hidden")));
 extern char __etext[] __attribute__((visibility("hidden")));
+/* The bounds of strata's code in a program linked with libstrata.a (the
+ * Makefile puts it in a section of its own); absent elsewhere. */
+extern char __start_strata_text[] __attribute__((weak, visibility("hidden")));
+extern char __stop_strata_text[] __attribute__((weak, visibility("hidden")));
 
 /* ---- numbers ------------------------------------------------------------- */
 /* ln(x) for x > 0, from its exponent and atanh's series on the mantissa
@@ -173,10 +177,15 @@ void profile_init(void)
     sample_mean = (double)strata_options.profile_sample;
     os_lock_init(&profile_lock);
     /* strata's own frames, the innermost of each stack, are left out: the
-     * range of the library's code, when it is a library (in a program
-     * linked with libstrata.a it would be the program's: kept whole). */
+     * range of its code in a program linked with libstrata.a (its own
+     * section), or of the library's, when it is one (the program's would
+     * be the program's own: a program built from strata's objects keeps
+     * them whole). */
     const ElfW(Ehdr) *own = (const ElfW(Ehdr) *)__ehdr_start;
-    if ((uintptr_t)own + own->e_phoff != (uintptr_t)getauxval(AT_PHDR)) {
+    if (__start_strata_text != NULL && __stop_strata_text != NULL) {
+        own_text_start = (uintptr_t)__start_strata_text;
+        own_text_end = (uintptr_t)__stop_strata_text;
+    } else if ((uintptr_t)own + own->e_phoff != (uintptr_t)getauxval(AT_PHDR)) {
         own_text_start = (uintptr_t)__ehdr_start;
         own_text_end = (uintptr_t)__etext;
     }

@@ -189,6 +189,18 @@ one_secure=$(pprof_bytes --inuse_space "$tmp/s.peak" site_one)
 check '[ "$rc" -eq 0 ] && within site_three "$three_secure" $((48 * MIB)) 96 $((48 * MIB / 96)) && within site_one "$one_secure" $((16 * MIB)) 32 $((16 * MIB / 32))' \
     "secure flavour: held at the peak by site_three and site_one: 48 and 16 MiB ($three_secure, $one_secure; exit $rc)"
 
+# A program linked with libstrata.a: strata's code lies in a section of
+# its own, and its frames are left out of the stacks as the library's are.
+if $CC -std=gnu11 -O1 -g -fno-builtin -Wall -Wextra -Werror tests/programs/profile_sites.c -o "$tmp/sites_static" \
+    "$BUILD/libstrata.a" -lpthread -ldl; then
+    STRATA_PROFILE="$tmp/st" STRATA_PROFILE_SAMPLE=$SAMPLE STRATA_PROFILE_SEED=12345 "$tmp/sites_static" > /dev/null 2>&1
+    google-pprof --text "$tmp/sites_static" "$tmp/st.peak" > "$tmp/static_text" 2>/dev/null
+    check 'awk "NR == 2 { exit \$6 != \"site_three\" }" "$tmp/static_text" && ! grep -Eq "alloc_|profile_|stack_walk|bin_" "$tmp/static_text"' \
+        "linked with libstrata.a: site_three first, no frame of strata's ($(head -n 3 "$tmp/static_text" | tr '\n' ' '))"
+else
+    bad "tests/programs/profile_sites.c links with $BUILD/libstrata.a"
+fi
+
 # A path that cannot be written: said, and the program's exit is its own.
 STRATA_PROFILE="$tmp/missing/p" STRATA_PROFILE_SAMPLE=$SAMPLE LD_PRELOAD="$LIB" "$tmp/sites" > /dev/null 2> "$tmp/err"
 rc=$?
