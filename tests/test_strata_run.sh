@@ -117,6 +117,10 @@ assert "site_leak" not in shares, "site_leak held nothing at the peak"
 print("frames:", len(shares))
 PY
     check '[ $? -eq 0 ]' "the flame graph is well-formed SVG with site_three, site_one and main, 3 to 1 ($(tail -n 1 "$out/flame"))"
+    # The secure flavour samples too.
+    STRATA_PROFILE_SEED=12345 "$run" --secure --profile --profile-sample 16384 "$out/sites" > /dev/null 2> "$out/err"
+    check 'grep -A 1 "top stacks at peak" "$out/err" | grep -q " site_three < main"' \
+        "--secure --profile: site_three tops the peak ($(grep -A 1 "top stacks at peak" "$out/err" | head -n 2 | tr '\n' ' '))"
 else
     check false "tests/programs/profile_sites.c builds ($(head -c 300 "$out/err"))"
 fi
