@@ -716,35 +716,26 @@ class Suite:
             for rep in range(self.repeats):
                 for label, command in cases:
                     for tool, off, on in tools:
-                        for state, (preload, env, prefix) in (("off", off), ("on", on)):
-                            harness.progress("profiler: run %d/%d, %s, %s %s" % (rep + 1, self.repeats, label,
-                                                                               tool, state))
+                        for name, (preload, env, prefix) in ((tool, off), (tool + ", profiled", on)):
+                            harness.progress("profiler: run %d/%d, %s, %s" % (rep + 1, self.repeats, label, name))
                             ms, peak, _ = self.measured(preload, tool, "profiler %s, run %d" % (label, rep + 1),
                                                         lambda: harness.run_timed(prefix + command, preload,
                                                                                   peakrss, env))
-                            rows.append(dict(allocator=tool, profiled=state, run=rep + 1, case=label, ms=ms,
-                                             peak_rss_mb=peak))
-                            if tool == "jemalloc" and state == "on" and not glob.glob(os.path.join(work, "jeprof*")):
-                                notes.append("jemalloc wrote no profile: its library was built without "
-                                             "profiling, so its row measures nothing.")
-                            for leftover in glob.glob(os.path.join(work, "*")):
-                                if not leftover.endswith(".c") and not os.path.basename(leftover) == "sites":
-                                    os.remove(leftover)
+                            rows.append(dict(allocator=name, run=rep + 1, case=label, ms=ms, peak_rss_mb=peak))
+                        if tool == "jemalloc" and not glob.glob(os.path.join(work, "jeprof*")):
+                            notes.append("jemalloc wrote no profile: its library was built without "
+                                         "profiling, so its row measures nothing.")
+                        for leftover in glob.glob(os.path.join(work, "*")):
+                            os.remove(leftover)
             harness.write_csv(os.path.join(self.out, "profiler.csv"), rows)
             labels = [label for label, _ in cases]
             table = []
             for tool, _, _ in tools:
                 cells, peaks = [], []
                 for label in labels:
-                    ratios, peak_ratios = [], []
-                    for rep in range(1, self.repeats + 1):
-                        on = [r for r in rows if r["allocator"] == tool and r["case"] == label and r["run"] == rep]
-                        times = {r["profiled"]: r for r in on}
-                        if "on" in times and "off" in times and times["off"]["ms"] > 0:
-                            ratios.append(times["on"]["ms"] / times["off"]["ms"])
-                            if times["off"]["peak_rss_mb"] > 0:
-                                peak_ratios.append(times["on"]["peak_rss_mb"] / times["off"]["peak_rss_mb"])
+                    ratios = harness.paired_ratios(rows, tool + ", profiled", tool, label, "ms")
                     cells.append("%.2fx" % harness.median(ratios) if ratios else "-")
+                    peak_ratios = harness.paired_ratios(rows, tool + ", profiled", tool, label, "peak_rss_mb")
                     if peak_ratios:
                         peaks.append(harness.median(peak_ratios))
                 geomean = math.exp(sum(math.log(p) for p in peaks) / len(peaks)) if peaks else float("nan")
