@@ -497,38 +497,40 @@ void profile_ask_dump(void)
         atomic_store_explicit(&dump_asked, true, memory_order_release);
 }
 
+/* Writes the profile to this process's STRATA_PROFILE path with `suffix`
+ * added; one that cannot be written is reported, naming `option`. */
+static void dump_to_own_path(const char *option, const char *suffix)
+{
+    char path[4096];
+    int error = ENAMETOOLONG;
+    if (exit_path(path, sizeof path)) {
+        size_t length = strlen(path);
+        int n = snprintf(path + length, sizeof path - length, "%s", suffix);
+        if (n >= 0 && (size_t)n < sizeof path - length)
+            error = profile_dump(path);
+    }
+    if (error != 0) {
+        char message[4096 + 128];
+        snprintf(message, sizeof message, "%s: the profile could not be written to %s (%s)", option, path,
+                 strerror(error));
+        report_warning(message, NULL);
+    }
+}
+
 void profile_dump_if_asked(void)
 {
     if (!atomic_load_explicit(&dump_asked, memory_order_acquire) || !atomic_exchange(&dump_asked, false))
         return;
-    char path[4096];
-    size_t room = sizeof path - 32;
-    int error = ENAMETOOLONG;
-    if (exit_path(path, room)) {
-        size_t length = strlen(path);
-        snprintf(path + length, sizeof path - length, ".dump%u", ++dumps_asked);
-        error = profile_dump(path);
-    }
-    if (error != 0) {
-        char message[4096 + 128];
-        snprintf(message, sizeof message, "STRATA_PROFILE_SIGNAL: the profile could not be written to %s (%s)",
-                 path, strerror(error));
-        report_warning(message, NULL);
-    }
+    char suffix[32];
+    snprintf(suffix, sizeof suffix, ".dump%u", ++dumps_asked);
+    dump_to_own_path("STRATA_PROFILE_SIGNAL", suffix);
 }
 
 void profile_dump_at_exit(void)
 {
     if (!profile_on || atomic_exchange(&exit_dumped, true))
         return;
-    char path[4096];
-    int error = exit_path(path, sizeof path) ? profile_dump(path) : ENAMETOOLONG;
-    if (error != 0) {
-        char message[4096 + 128];
-        snprintf(message, sizeof message, "STRATA_PROFILE: the profile could not be written to %s (%s)", path,
-                 strerror(error));
-        report_warning(message, NULL);
-    }
+    dump_to_own_path("STRATA_PROFILE", "");
 }
 
 /* ---- fork ------------------------------------------------------------------ */
