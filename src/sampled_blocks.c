@@ -116,6 +116,12 @@ static size_t slot_bytes(size_t pages)
     return pages * os_page_size();
 }
 
+/* A block's usable size: from it to its slot's end. */
+static size_t usable_of(const struct slot_header *h)
+{
+    return slot_bytes(h->pages) - h->offset;
+}
+
 /* The region, reserved once (a thread that loses the race gives its own
  * back); false when the address space is not to be had. */
 static bool region_ready(void)
@@ -187,7 +193,7 @@ static char *reuse(size_t pages, bool *zeroed)
         char *slot = slot_of(freed), *block = block_of(freed);
         if (secure_has(SECURE_ZERO)) {
             if (!zero_intact(slot, 0, (size_t)((char *)freed - slot)) ||
-                !zero_intact(block, 0, (size_t)(slot + pages * os_page_size() - block)))
+                !zero_intact(block, 0, usable_of(freed)))
                 report_fatal("write after free (a freed block changed before it was handed out again)", block);
             memset(freed, 0, sizeof *freed);
             *zeroed = true;
@@ -224,22 +230,24 @@ void *sampled_block_alloc(size_t size, size_t alignment, bool zero, struct profi
     char *slot = reuse(pages, &zeroed);
     bool reused = slot != NULL;
     if (!reused)
-        slot = carve(base, pages * page);
+        slot = carve(base, slot_bytes(pages));
     char *block = NULL;
+    size_t usable = 0;
     if (slot != NULL) {
         block = (char *)(((uintptr_t)slot + SLOT_HEADER + align - 1) & ~(uintptr_t)(align - 1));
         struct slot_header *h = header_of(block);
         *h = (struct slot_header){NULL, 0, sample, size, (size_t)(block - slot), pages, 0};
         h->magic = slot_magic(block, h, LIVE_MAGIC);
+        usable = usable_of(h);
         live_blocks++;
-        live_bytes += (size_t)(slot + pages * page - block);
+        live_bytes += usable;
     }
     os_lock_give(&sampled_lock);
     if (block == NULL)
         return NULL;
     if (zero && reused && !zeroed) /* a fresh slot's pages are zero; a reused one's need not be */
         memset(block, 0, size);
-    counters_bytes_out((long)(slot + pages * page - block));
+    counters_bytes_out((long)usable);
     return block;
 }
 
@@ -266,7 +274,7 @@ void sampled_block_free(void *p)
     os_lock_take_spinning(&sampled_lock);
     struct slot_header *h = live_header(p, "free of a pointer strata did not allocate");
     struct profile_sample *sample = h->sample;
-    size_t usable = h->pages * os_page_size() - h->offset;
+    size_t usable = usable_of(h);
     bool ask = !purger_asked;
     purger_asked = true;
     h->magic = slot_magic(p, h, FREED_MAGIC);
@@ -296,29 +304,39 @@ void sampled_block_free(void *p)
 size_t sampled_block_usable_size(const void *p)
 {
     os_lock_take_spinning(&sampled_lock);
-    const struct slot_header *h = live_header(p, "a pointer strata did not allocate");
-    size_t usable = h->pages * os_page_size() - h->offset;
+    size_t usable = usable_of(live_header(p, "a pointer strata did not allocate"));
     os_lock_give(&sampled_lock);
     return usable;
 }
 
-/* Gives back the pages of the free slots on the chain, and lists them as
- * purged (sampled_lock taken here, for the lists). */
+/* Gives back the pages of the free slots on the chain, off every list
+ * so that no thread takes one meanwhile, links them as purged outside
+ * the lock (their links are no one else's until listed), and lists them
+ * all under it once. */
 static void purge_chain(struct slot_header *chain, size_t pages, uint64_t now)
 {
+    if (chain == NULL)
+        return;
     size_t page = os_page_size();
     uintptr_t base = atomic_load_explicit(&sampled_region, memory_order_relaxed);
+    uint32_t first = 0, last = 0;
     while (chain != NULL) {
         struct slot_header *next = chain->next_free; /* read before the purge zeroes it */
         char *slot = slot_of(chain);
-        os_purge(slot, pages * page);
-        uint32_t index = (uint32_t)(((uintptr_t)slot - base) / page);
-        os_lock_take_spinning(&sampled_lock);
-        purged_links[index] = (struct purged_link){purged_slots[pages], (uint32_t)(now / 1000000u)};
-        purged_slots[pages] = index + 1;
-        os_lock_give(&sampled_lock);
+        os_purge(slot, slot_bytes(pages));
+        uint32_t index = (uint32_t)(((uintptr_t)slot - base) / page) + 1;
+        purged_links[index - 1] = (struct purged_link){0, (uint32_t)(now / 1000000u)};
+        if (last != 0)
+            purged_links[last - 1].next = index;
+        else
+            first = index;
+        last = index;
         chain = next;
     }
+    os_lock_take_spinning(&sampled_lock);
+    purged_links[last - 1].next = purged_slots[pages];
+    purged_slots[pages] = first;
+    os_lock_give(&sampled_lock);
 }
 
 size_t sampled_blocks_expire_now(bool all)
