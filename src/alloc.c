@@ -92,21 +92,25 @@ static STRATA_NOINLINE void *alloc_sampled(size_t size, size_t chance_bytes, siz
 {
     if (!profile_on)
         return NULL;
-    struct profile_sample *sample = profile_sample_take(size, chance_bytes);
-    if (sample == NULL)
+    struct profile_sample sample;
+    if (!profile_sample_take(size, chance_bytes, &sample))
         return NULL;
     /* The secure flavour's blocks read as zero, and its tail (a canary and
      * the size) lies past the size. */
     zero = zero || secure_has(SECURE_ZERO);
-    void *p = sampled_block_alloc(size + SECURE_TAIL_LARGE, alignment, zero, sample);
+    void *p = sampled_block_alloc(size + SECURE_TAIL_LARGE, alignment, zero, &sample);
     if (p != NULL)
         return p;
     p = large_alloc(size + SECURE_TAIL_LARGE, alignment, zero);
     if (p == NULL) {
-        profile_sample_release(sample);
+        profile_sample_release(&sample);
         return NULL;
     }
-    large_attach_sample(p, sample);
+    struct profile_sample *kept = profile_sample_keep(&sample);
+    if (kept != NULL)
+        large_attach_sample(p, kept);
+    else
+        profile_sample_release(&sample);
     return p;
 }
 

@@ -147,7 +147,8 @@ void *large_alloc(size_t size, size_t alignment, bool zero);
 /* Frees `p` if it is a live large block; false if it is not one. */
 bool large_free(void *p);
 /* The heap profiler's record of a large block just allocated for a sample
- * (alloc.c): released when the block is freed or reallocated. */
+ * (profile_sample_keep's copy, alloc.c): dropped (profile_sample_drop)
+ * when the block is freed or reallocated. */
 void large_attach_sample(void *p, struct profile_sample *sample);
 /* Whether `p` is one of the large blocks freed last (its address not
  * taken again since): a second free of it is a double free. */

@@ -169,6 +169,7 @@ static _Atomic unsigned threads_holding;
 void heap_bind_thread(struct heap *heap)
 {
     counters_thread_begin();
+    profile_thread_begin();
     thread_heap = heap;
     pthread_setspecific(exit_key, heap);
     atomic_fetch_add_explicit(&threads_holding, 1, memory_order_relaxed);

@@ -68,6 +68,8 @@ static void fork_child(void)
  * started here, outside every lock. */
 static void thread_exit(void *heap)
 {
+    profile_thread_exit();
+    sampled_blocks_thread_exit();
     if (STRATA_SECURE_BUILD)
         quarantine_drain(heap);
     if (heap_thread_exit(heap))

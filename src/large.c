@@ -593,7 +593,7 @@ bool large_free(void *p)
     bool kept = page_aligned && cache_put(base, map_size, evicted, &n);
     pthread_mutex_unlock(&large_lock);
     if (sample != NULL)
-        profile_sample_release(sample);
+        profile_sample_drop(sample);
     unmap_all(evicted, n);
     if (kept)
         purger_ask(); /* it gives the mapping back if no allocation takes it */
@@ -769,7 +769,7 @@ void *large_realloc(void *p, size_t size)
         entry->sample = NULL;
     pthread_mutex_unlock(&large_lock);
     if (sample != NULL)
-        profile_sample_release(sample);
+        profile_sample_drop(sample);
     if (old_size == 0)
         report_fatal("realloc of a pointer strata did not allocate", p);
 

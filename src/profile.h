@@ -5,8 +5,9 @@
  * now, held at the peak and allocated since start. The gaps between
  * samples are drawn from an exponential distribution (in pops of a class
  * for the bins, in bytes for the blocks off them), so that every byte has
- * the same chance. A sampled block is a large block (large.c keeps its
- * record beside its entry), so only slow paths ever see one. */
+ * the same chance. A sampled block is a slot of the sampled blocks' region
+ * (sampled_blocks.h) or a large block, which keeps its sample's record, so
+ * only slow paths ever see one. */
 #ifndef STRATA_PROFILE_H
 #define STRATA_PROFILE_H
 
@@ -16,7 +17,14 @@
 
 #include "platform.h"
 
-struct profile_sample;
+struct profile_stack;
+
+/* A sample's record, kept by its block: its stack's entry, the size asked
+ * and the bytes whose chance of a sample it had (profile_sample_take's). */
+struct profile_sample {
+    struct profile_stack *stack;
+    size_t size, chance_bytes;
+};
 
 /* Whether the profiler samples (STRATA_PROFILE set), fixed at start-up. */
 extern STRATA_INTERNAL bool profile_on;
@@ -33,13 +41,28 @@ int32_t profile_next_pops(size_t block_size);
 bool profile_big_due(size_t size);
 /* A sample of an allocation of `size` bytes whose chance of a sample was
  * that of `chance_bytes` bytes (a class's block size, or the size): its
- * call stack, taken here, recorded. NULL when none may be taken (within
- * the profiler's own work, as its dump's writes, or without memory for
- * the record): the allocation then goes unsampled. */
-struct profile_sample *profile_sample_take(size_t size, size_t chance_bytes);
+ * call stack, taken here, recorded in *sample and counted. False when none
+ * may be taken (within the profiler's own work, as its dump's writes, or
+ * without memory for a new stack's entry): the allocation then goes
+ * unsampled. Takes no lock unless the stack is new or the thread's log of
+ * events is full (one in 64). */
+bool profile_sample_take(size_t size, size_t chance_bytes, struct profile_sample *sample);
 /* The sampled block was freed (or reallocated: a realloc is a free and an
- * allocation, the new block unsampled). */
-void profile_sample_release(struct profile_sample *sample);
+ * allocation, the new block unsampled): its figures are taken back. */
+void profile_sample_release(const struct profile_sample *sample);
+/* A copy of the sample in the profiler's memory, for a block that keeps a
+ * pointer to its record (a large block's registry entry); NULL without
+ * memory (the caller releases the sample: its block goes unsampled). */
+struct profile_sample *profile_sample_keep(const struct profile_sample *sample);
+/* The kept record's block was freed or reallocated: the sample released,
+ * the copy's memory freed. */
+void profile_sample_drop(struct profile_sample *kept);
+/* The calling thread has a heap (whose exit hook calls
+ * profile_thread_exit): it may keep a log of events from now on. */
+void profile_thread_begin(void);
+/* The calling thread exits: its log of events is added up and freed for
+ * another thread; its later events are added up at once. */
+void profile_thread_exit(void);
 /* Writes the profile to `path` (the gperftools heap profile text, with the
  * process's mappings for symbols; `path`.folded, the folded stacks by
  * address for flame graphs); 0, or an errno value. */

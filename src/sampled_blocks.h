@@ -12,8 +12,7 @@
 #include <stdint.h>
 
 #include "platform.h"
-
-struct profile_sample;
+#include "profile.h"
 
 /* Address space for the slots (no page backs it until a slot is carved),
  * and the largest block a slot holds: a bin's largest class. Larger
@@ -32,10 +31,10 @@ static inline bool sampled_blocks_hold(const void *p)
     return base != 0 && (uintptr_t)p - base < SAMPLED_REGION;
 }
 /* A block of `size` bytes (zeroed with `zero`) whose free releases
- * `sample`; NULL when no slot serves it (a size above SAMPLED_BLOCK_MAX,
+ * `sample` (kept in the block's header); NULL when no slot serves it (a size above SAMPLED_BLOCK_MAX,
  * an alignment above 64, the region not to be had or full, the memory
  * limit): the caller makes it a large block. */
-void *sampled_block_alloc(size_t size, size_t alignment, bool zero, struct profile_sample *sample);
+void *sampled_block_alloc(size_t size, size_t alignment, bool zero, const struct profile_sample *sample);
 /* Frees the block at p, which sampled_blocks_hold, and releases its
  * sample; a double free, a pointer that is not a block's start, or an
  * overwritten header is reported. */
@@ -50,6 +49,9 @@ size_t sampled_block_usable_size(const void *p);
 size_t sampled_blocks_expire_now(bool all);
 /* The live sampled blocks and the bytes they hold, added to the totals. */
 void sampled_blocks_stats(size_t *blocks, size_t *bytes);
+/* The calling thread exits: its cache of freed slots goes to the lists
+ * (where the purger reaches them); later frees go there at once. */
+void sampled_blocks_thread_exit(void);
 /* fork: the lock held across it. */
 void sampled_blocks_lock_all(void);
 void sampled_blocks_unlock_all(void);

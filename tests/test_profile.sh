@@ -150,7 +150,7 @@ check '[ "$q_leak" -gt $((10 * MIB)) ]' "the exec'd program's own profile holds 
 # every allocation sampled, in both flavours: contents, calloc,
 # alignments, realloc across the bins' sizes, frees in other threads,
 # slots reused (the secure flavour's samples are large blocks).
-if $CC -std=gnu11 -O1 -g -fno-builtin -Wall -Wextra -Werror tests/programs/profile_blocks.c -o "$tmp/blocks" -lpthread; then
+if $CC -std=gnu11 -O1 -g -fno-builtin -Wall -Wextra -Werror -Iinclude tests/programs/profile_blocks.c -o "$tmp/blocks" -lpthread -ldl; then
     for flavour in "default:$LIB" "secure:$SECURE_LIB"; do
         name=${flavour%%:*}
         lib=${flavour#*:}
@@ -158,6 +158,12 @@ if $CC -std=gnu11 -O1 -g -fno-builtin -Wall -Wextra -Werror tests/programs/profi
         rc=$?
         check '[ "$rc" -eq 0 ] && grep -q "^ok$" "$tmp/out_b"' \
             "$name flavour: sampled blocks behave as blocks (exit $rc: $(head -c 300 "$tmp/out_b"))"
+        # Each thread keeps its freed slots and its counts: the statistics
+        # still count every live sampled block once.
+        STRATA_PROFILE="$tmp/b" STRATA_PROFILE_SAMPLE=1 LD_PRELOAD="$lib" "$tmp/blocks" thread-caches > "$tmp/out_b" 2>&1
+        rc=$?
+        check '[ "$rc" -eq 0 ] && grep -q "^ok$" "$tmp/out_b"' \
+            "$name flavour: sampled blocks of threads with caches counted once each (exit $rc: $(head -c 300 "$tmp/out_b"))"
         # Misuse of a sampled block is stopped, with its address. No purger
         # thread: its start allocates, and could take the slot freed first.
         for misuse in "double-free:double free" "interior-free:not a block's start|did not allocate" \

@@ -11,14 +11,23 @@
  *                  and exits 1.
  *   double-free | interior-free | header-write | interior-realloc
  *                  one misuse of a sampled block, which strata stops;
- *   write-after-free  one the secure flavour stops. */
+ *   write-after-free  one the secure flavour stops;
+ *   thread-caches  threads allocate sampled blocks, free half of them
+ *                  and hand the rest to the main thread, which frees
+ *                  them after the threads exit: strata_stats counts
+ *                  the live blocks and each free takes one off, though
+ *                  each thread keeps its own counts and cache of freed
+ *                  slots. Prints "ok" or what failed. */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "strata.h"
 
 #define BLOCKS 4000
 
@@ -133,8 +142,68 @@ static void ordinary_use(void)
     free(p);
 }
 
+#define CACHE_THREADS 8
+#define CACHE_BLOCKS 40
+static void *handed[CACHE_THREADS][CACHE_BLOCKS];
+
+static void *allocate_and_hand(void *arg)
+{
+    size_t t = (size_t)(uintptr_t)arg;
+    void *own[CACHE_BLOCKS];
+    for (size_t i = 0; i < CACHE_BLOCKS; i++) {
+        size_t size = 100 + (t * CACHE_BLOCKS + i) * 997 % 20000;
+        own[i] = malloc(size);
+        handed[t][i] = malloc(size);
+        expect(own[i] != NULL && handed[t][i] != NULL, "thread-caches: malloc", size);
+    }
+    for (size_t i = 0; i < CACHE_BLOCKS; i++)
+        free(own[i]);
+    return NULL;
+}
+
+/* strata's statistics of large blocks (the sampled ones among them). */
+static size_t large_blocks_now(void)
+{
+    int (*get)(struct strata_stats *) = (int (*)(struct strata_stats *))dlsym(RTLD_DEFAULT, "strata_stats_get");
+    struct strata_stats stats;
+    if (get == NULL || get(&stats) != 0) {
+        expect(0, "thread-caches: strata_stats_get is there", 0);
+        return 0;
+    }
+    return stats.large_blocks;
+}
+
+static void thread_caches(void)
+{
+    size_t before = large_blocks_now();
+    pthread_t threads[CACHE_THREADS];
+    for (size_t t = 0; t < CACHE_THREADS; t++)
+        pthread_create(&threads[t], NULL, allocate_and_hand, (void *)(uintptr_t)t);
+    for (size_t t = 0; t < CACHE_THREADS; t++)
+        pthread_join(threads[t], NULL);
+    /* The threads' own allocations (pthread's among them) are sampled
+     * too: at least the handed blocks live, and their frees by this
+     * thread take exactly them off. */
+    size_t living = large_blocks_now();
+    expect(living >= before + CACHE_THREADS * CACHE_BLOCKS, "thread-caches: every live sampled block counted",
+           living - before);
+    for (size_t t = 0; t < CACHE_THREADS; t++)
+        for (size_t i = 0; i < CACHE_BLOCKS; i++)
+            free(handed[t][i]);
+    size_t after = large_blocks_now();
+    expect(living - after == CACHE_THREADS * CACHE_BLOCKS, "thread-caches: each freed block counted off once",
+           living - after);
+}
+
 int main(int argc, char **argv)
 {
+    if (argc >= 2 && strcmp(argv[1], "thread-caches") == 0) {
+        thread_caches();
+        if (failed)
+            return 1;
+        printf("ok\n");
+        return 0;
+    }
     if (argc < 2) {
         ordinary_use();
         if (failed)
