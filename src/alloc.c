@@ -12,6 +12,7 @@
 #include "init.h"
 #include "instrument.h"
 #include "sampled_blocks.h"
+#include "stack_walk.h"
 #include "strata.h"
 
 static void purge_all(struct heap *heap, void *unused)
@@ -88,12 +89,13 @@ static struct heap *calling_heap(void)
  * its reuse, as its small blocks are, and secure.c puts its canary and
  * size word at the block's end, as at any large block's; its blocks above
  * the slots' sizes are large blocks as ever (a guard page after each). */
-static STRATA_NOINLINE void *alloc_sampled(size_t size, size_t chance_bytes, size_t alignment, bool zero)
+static STRATA_NOINLINE void *alloc_sampled(size_t size, size_t chance_bytes, size_t alignment, bool zero,
+                                           const struct stack_start *start)
 {
     if (!profile_on)
         return NULL;
     struct profile_sample sample;
-    if (!profile_sample_take(size, chance_bytes, &sample))
+    if (!profile_sample_take(size, chance_bytes, start, &sample))
         return NULL;
     /* The secure flavour's blocks read as zero, and its tail (a canary and
      * the size) lies past the size. */
@@ -124,7 +126,10 @@ static STRATA_NOINLINE void *alloc_class_slow(unsigned class_index, size_t size)
     if (unlikely(bin_countdown_take(heap, class_index))) {
         /* As aligned as the class's blocks (an aligned allocation's). */
         size_t alignment = class_size[class_index] & -class_size[class_index];
-        void *block = alloc_sampled(size, class_size[class_index], alignment, false);
+        /* The stack is walked from here: the frames below are strata's. */
+        struct stack_start start;
+        stack_start_here(&start);
+        void *block = alloc_sampled(size, class_size[class_index], alignment, false, &start);
         if (block == NULL)
             block = bin_pop_uncounted(heap, class_index);
         if (block != NULL)
@@ -160,7 +165,9 @@ void *alloc_large(size_t size, size_t alignment, bool zero)
 void *alloc_big(size_t size, bool zero)
 {
     if (unlikely(profile_on) && profile_big_due(size)) {
-        void *sampled = alloc_sampled(size, size, 0, zero);
+        struct stack_start start;
+        stack_start_here(&start);
+        void *sampled = alloc_sampled(size, size, 0, zero, &start);
         if (sampled != NULL)
             return sampled;
     }

@@ -467,13 +467,15 @@ static void event_write(struct profile_stack *stack, int64_t size, size_t chance
     atomic_store_explicit(&log->count, count + 1, memory_order_release);
 }
 
-bool profile_sample_take(size_t size, size_t chance_bytes, struct profile_sample *sample)
+bool profile_sample_take(size_t size, size_t chance_bytes, const struct stack_start *start,
+                         struct profile_sample *sample)
 {
     if (!profile_on || inside_profiler)
         return false;
     inside_profiler = true;
     struct unwinding u;
-    int walked = stack_walk(u.frames, PROFILE_DEPTH, own_text_start, own_text_end);
+    int walked = start != NULL ? stack_walk_from(start, u.frames, PROFILE_DEPTH, own_text_start, own_text_end)
+                               : stack_walk(u.frames, PROFILE_DEPTH, own_text_start, own_text_end);
     u.depth = walked > 0 ? (uint32_t)walked : 0;
     if (walked < 0) /* a frame the walk does not follow: libgcc's unwinder follows every one */
         _Unwind_Backtrace(unwind_step, &u);

@@ -18,6 +18,7 @@
 #include "platform.h"
 
 struct profile_stack;
+struct stack_start;
 
 /* A sample's record, kept by its block: its stack's entry, the size asked
  * and the bytes whose chance of a sample it had (profile_sample_take's). */
@@ -41,12 +42,15 @@ int32_t profile_next_pops(size_t block_size);
 bool profile_big_due(size_t size);
 /* A sample of an allocation of `size` bytes whose chance of a sample was
  * that of `chance_bytes` bytes (a class's block size, or the size): its
- * call stack, taken here, recorded in *sample and counted. False when none
+ * call stack, walked from `start` (stack_walk.h: taken in the allocation's
+ * slow path, so that the frames below it are not walked; NULL: from
+ * here), recorded in *sample and counted. False when none
  * may be taken (within the profiler's own work, as its dump's writes, or
  * without memory for a new stack's entry): the allocation then goes
  * unsampled. Takes no lock unless the stack is new or the thread's log of
  * events is full (one in 64). */
-bool profile_sample_take(size_t size, size_t chance_bytes, struct profile_sample *sample);
+bool profile_sample_take(size_t size, size_t chance_bytes, const struct stack_start *start,
+                         struct profile_sample *sample);
 /* The sampled block was freed (or reallocated: a realloc is a free and an
  * allocation, the new block unsampled): its figures are taken back. */
 void profile_sample_release(const struct profile_sample *sample);

@@ -481,16 +481,13 @@ static void cache_store(uintptr_t pc, const struct frame_rule *rule)
 /* A walk that runs past this much stack has gone wrong: it stops. */
 #define STACK_SPAN_MAX ((uintptr_t)256 << 20)
 
-STRATA_NOINLINE int stack_walk(uintptr_t *frames, int max, uintptr_t skip_start, uintptr_t skip_end)
+int stack_walk_from(const struct stack_start *start, uintptr_t *frames, int max, uintptr_t skip_start,
+                    uintptr_t skip_end)
 {
 #if defined(__x86_64__)
-    uintptr_t pc, sp, bp;
-    /* The registers at one address of this function, whose own rule then
-     * leads to its caller. */
-    __asm__ volatile("lea 0(%%rip), %0\n\t"
-                     "mov %%rsp, %1\n\t"
-                     "mov %%rbp, %2"
-                     : "=r"(pc), "=r"(sp), "=r"(bp));
+    if (start->pc == 0)
+        return -1;
+    uintptr_t pc = start->pc, sp = start->sp, bp = start->bp;
     uintptr_t lowest = sp;
     int depth = 0;
     bool first = true;
@@ -525,10 +522,20 @@ STRATA_NOINLINE int stack_walk(uintptr_t *frames, int max, uintptr_t skip_start,
     }
     return depth;
 #else
+    (void)start;
     (void)frames;
     (void)max;
     (void)skip_start;
     (void)skip_end;
     return -1;
 #endif
+}
+
+STRATA_NOINLINE int stack_walk(uintptr_t *frames, int max, uintptr_t skip_start, uintptr_t skip_end)
+{
+    /* The registers at one address of this function, whose own rule then
+     * leads to its caller. */
+    struct stack_start here;
+    stack_start_here(&here);
+    return stack_walk_from(&here, frames, max, skip_start, skip_end);
 }

@@ -4,7 +4,9 @@
  * the C library's qsort calling back, on threads and in a signal handler,
  * the walk gives the same return addresses or gives up (-1, where the
  * profiler then asks libgcc), and a second walk through the rules it
- * cached gives the same again. */
+ * cached gives the same again. A walk from a start taken in an outer
+ * function (the profiler takes it in its slow path) gives the full
+ * walk's frames from that function's return address on. */
 #include <alloca.h>
 #include <pthread.h>
 #include <signal.h>
@@ -161,7 +163,61 @@ static void test_signal_handler(void)
     CHECK_CMP(walks_differed, ==, 0);
 }
 
+/* The walk from a start taken in the outer function, made two calls
+ * deeper, against the full walk made there: the full one's first two
+ * frames are the returns into walk_from_start and into the outer one. */
+static int from_compared, from_differed;
+
+static __attribute__((noinline)) void walk_from_start(const struct stack_start *start)
+{
+    struct trace from, full;
+    from.depth = stack_walk_from(start, from.frames, DEPTH, 0, 0);
+    full.depth = stack_walk(full.frames, DEPTH, 0, 0);
+    if (from.depth < 0 || full.depth < 0)
+        return;
+    from_compared++;
+    bool same = from.depth == full.depth - 2 && from.depth > 0;
+    for (int i = 0; same && i < from.depth; i++)
+        same = from.frames[i] == full.frames[i + 2];
+    from_differed += !same;
+    sink++;
+}
+
+static __attribute__((noinline)) void start_with_frame_pointer(int n)
+{
+    char *room = alloca(16 + (size_t)n * 64);
+    room[0] = (char)n;
+    struct stack_start start;
+    stack_start_here(&start);
+    walk_from_start(&start);
+    sink += room[0];
+}
+
+static __attribute__((noinline)) void start_without_frame_pointer(int n)
+{
+    volatile char room[300];
+    room[n % 300] = (char)n;
+    struct stack_start start;
+    stack_start_here(&start);
+    walk_from_start(&start);
+    sink += room[n % 300];
+}
+
+static void test_from_start(void)
+{
+    for (int n = 0; n < 8; n++) {
+        start_with_frame_pointer(n);
+        start_without_frame_pointer(n);
+    }
+    CHECK_CMP(from_compared, ==, 16);
+    CHECK_CMP(from_differed, ==, 0);
+    struct stack_start nowhere = {0, 0, 0};
+    uintptr_t frames[4];
+    CHECK_CMP(stack_walk_from(&nowhere, frames, 4, 0, 0), ==, -1);
+}
+
 static const struct check_test tests[] = {
+    {"from_start", test_from_start},
     {"depths", test_depths},
     {"through_libc", test_through_libc},
     {"threads", test_threads},
