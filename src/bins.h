@@ -96,14 +96,14 @@ static STRATA_ALWAYS_INLINE bool bin_push(struct bin *bin, struct block *block)
 }
 
 /* Whether the calling heap's own_segments names p's segment (heap.h).
- * Checks: p's segment base is the entry of its colour, which only a
+ * Checks: p's segment base is the entry of its slot, which only a
  * segment the heap owns ever is: that proves p a pointer into a segment,
  * and the segment the heap's, with neither the segment map's look-up nor
  * the owner word's load. */
 static STRATA_ALWAYS_INLINE bool heap_owns_segment_of(const struct heap *heap, const void *p)
 {
     uintptr_t base = (uintptr_t)p & ~(uintptr_t)SEGMENT_MASK;
-    return atomic_load_explicit(&heap->own_segments[segment_colour((uintptr_t)p)], memory_order_relaxed) == base;
+    return atomic_load_explicit(&heap->own_segments[own_segment_slot((uintptr_t)p)], memory_order_relaxed) == base;
 }
 
 /* A block of one of the calling heap's own segments into its bin: the bin,
@@ -141,7 +141,7 @@ static STRATA_ALWAYS_INLINE struct bin *bin_push_own(struct heap *heap, void *p,
     uintptr_t owner = atomic_load_explicit(&segment->owner, memory_order_relaxed);
     if (likely(owner == (uintptr_t)heap)) {
         uintptr_t base = (uintptr_t)p & ~(uintptr_t)SEGMENT_MASK;
-        atomic_store_explicit(&heap->own_segments[segment_colour((uintptr_t)p)], base, memory_order_relaxed);
+        atomic_store_explicit(&heap->own_segments[own_segment_slot((uintptr_t)p)], base, memory_order_relaxed);
         return bin_push_in_segment(heap, segment, p, full);
     }
     return NULL;

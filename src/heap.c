@@ -16,7 +16,7 @@
 
 struct page page_empty;
 struct heap heap_empty = {
-    .own_segments = {[0 ... SEGMENT_COLORS - 1] = OWN_SEGMENT_NONE},
+    .own_segments = {[0 ... OWN_SEGMENT_SLOTS - 1] = OWN_SEGMENT_NONE},
     .current = {[0 ... CLASS_COUNT - 1] = &page_empty},
     .owner_word = OWNER_NONE,
 };

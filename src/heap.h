@@ -85,12 +85,22 @@ enum { BIN_REFILLED = 1, BIN_FLUSHED = 2, BIN_ACTIVE = 4, BIN_REFILLED_LATELY = 
 /* An entry of a heap's own_segments that names no segment: a segment's
  * base has its low bits clear. */
 #define OWN_SEGMENT_NONE ((uintptr_t)1)
+/* Entries of a heap's own_segments, by the segment's base's bits above
+ * SEGMENT_SHIFT: 64 segments of 4 MiB, 256 MiB, without two sharing one.
+ * (One per header colour, 16, covered 64 MiB: the threads table holds 150
+ * MiB, and a third of its time went to frees that missed the entry and
+ * took the out-of-line path.) */
+#define OWN_SEGMENT_SLOTS 64
+static inline unsigned own_segment_slot(uintptr_t address)
+{
+    return ((uint32_t)address >> SEGMENT_SHIFT) & (OWN_SEGMENT_SLOTS - 1);
+}
 
 struct heap {
     struct bin bins[CLASS_COUNT];
     uint32_t bin_limit[CLASS_COUNT]; /* each bin's (struct bin) */
     /* Segments of this heap that its owner's inline free met lately, one
-     * per segment colour (the colour of the base indexes it; the base, or
+     * per slot (own_segment_slot of the base indexes it; the base, or
      * OWN_SEGMENT_NONE): a pointer whose segment base is here lies in a
      * segment the heap owns, with no segment map look-up or owner check
      * (alloc.h, free_fast). Written by the owner's inline free when the
@@ -98,7 +108,7 @@ struct heap {
      * tagged), cleared when a segment leaves the heap (segment.c, under
      * the heap's lock, by the owner or the purger) and when the heap is
      * given up or made. */
-    _Atomic uintptr_t own_segments[SEGMENT_COLORS];
+    _Atomic uintptr_t own_segments[OWN_SEGMENT_SLOTS];
     struct page *current[CLASS_COUNT]; /* the page bins refill from */
     struct page *available[CLASS_COUNT]; /* pages with free blocks */
     /* Invariant: bin_growth is the sum over classes of (limit - base limit)
@@ -204,7 +214,7 @@ static inline void bin_set_countdown(struct bin *bin, int32_t pops)
  * up). */
 static inline void heap_own_segments_clear(struct heap *heap)
 {
-    for (unsigned k = 0; k < SEGMENT_COLORS; k++)
+    for (unsigned k = 0; k < OWN_SEGMENT_SLOTS; k++)
         atomic_store_explicit(&heap->own_segments[k], OWN_SEGMENT_NONE, memory_order_relaxed);
 }
 

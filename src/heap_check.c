@@ -50,14 +50,14 @@ const char *heap_check_locked(const struct heap *heap)
     }
     /* Each of the heap's own segments (heap.h) is one of its segments, in
      * the entry of its colour. */
-    for (unsigned k = 0; k < SEGMENT_COLORS; k++) {
+    for (unsigned k = 0; k < OWN_SEGMENT_SLOTS; k++) {
         uintptr_t base = atomic_load_explicit(&heap->own_segments[k], memory_order_relaxed);
         if (base == OWN_SEGMENT_NONE)
             continue;
         const struct segment *s = heap->segments;
         while (s != NULL && (uintptr_t)segment_base(s) != base)
             s = s->next;
-        if (s == NULL || segment_colour(base) != k)
+        if (s == NULL || own_segment_slot(base) != k)
             return heap_broken("heap %p: own segment entry %u names %p, not one of its segments of that colour",
                                (const void *)heap, k, (const void *)base);
     }

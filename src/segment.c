@@ -576,7 +576,7 @@ void page_release(struct heap *heap, struct page *page)
 static void own_segment_forget(struct heap *heap, struct segment *segment)
 {
     uintptr_t base = (uintptr_t)segment_base(segment);
-    _Atomic uintptr_t *entry = &heap->own_segments[segment_colour(base)];
+    _Atomic uintptr_t *entry = &heap->own_segments[own_segment_slot(base)];
     if (atomic_load_explicit(entry, memory_order_relaxed) == base)
         atomic_store_explicit(entry, OWN_SEGMENT_NONE, memory_order_relaxed);
 }

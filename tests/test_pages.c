@@ -853,13 +853,13 @@ static void test_own_segments(void)
     for (const struct segment *s = heap->segments; s != NULL; s = s->next)
         kept++;
     size_t named = 0;
-    for (unsigned k = 0; k < SEGMENT_COLORS; k++)
+    for (unsigned k = 0; k < OWN_SEGMENT_SLOTS; k++)
         named += atomic_load_explicit(&heap->own_segments[k], memory_order_relaxed) != OWN_SEGMENT_NONE;
     CHECK_CMP(named, <=, kept);
     CHECK(!heap_owns_segment_of(heap, big[0]) || !heap_owns_segment_of(heap, big[BIG_BLOCKS - 1]));
     CHECK_SOUND(heap_check(heap));
     /* An entry naming a region the heap does not own is a broken heap. */
-    unsigned colour = segment_colour((uintptr_t)outside);
+    unsigned colour = own_segment_slot((uintptr_t)outside);
     uintptr_t saved = atomic_load_explicit(&heap->own_segments[colour], memory_order_relaxed);
     atomic_store_explicit(&heap->own_segments[colour], (uintptr_t)outside & ~(uintptr_t)SEGMENT_MASK,
                           memory_order_relaxed);
