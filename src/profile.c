@@ -412,6 +412,15 @@ static void log_add_up(struct profile_log *log)
     log->done = count;
 }
 
+/* The log's events added up and the log emptied for its thread to write
+ * from the start again (profile lock held). */
+static void log_emptied(struct profile_log *log)
+{
+    log_add_up(log);
+    log->done = 0;
+    atomic_store_explicit(&log->count, 0, memory_order_relaxed);
+}
+
 /* The calling thread's log: a free one, or one made; NULL when the thread
  * may keep none or no memory is to be had (its events are then added up
  * at once). */
@@ -454,9 +463,7 @@ static void event_write(struct profile_stack *stack, int64_t size, size_t chance
     uint32_t count = atomic_load_explicit(&log->count, memory_order_relaxed);
     if (unlikely(count == LOG_EVENTS)) {
         os_lock_take_spinning(&profile_lock);
-        log_add_up(log);
-        log->done = 0;
-        atomic_store_explicit(&log->count, 0, memory_order_relaxed);
+        log_emptied(log);
         os_lock_give(&profile_lock);
         count = 0;
     }
@@ -474,8 +481,7 @@ bool profile_sample_take(size_t size, size_t chance_bytes, const struct stack_st
         return false;
     inside_profiler = true;
     struct unwinding u;
-    int walked = start != NULL ? stack_walk_from(start, u.frames, PROFILE_DEPTH, own_text_start, own_text_end)
-                               : stack_walk(u.frames, PROFILE_DEPTH, own_text_start, own_text_end);
+    int walked = stack_walk_from(start, u.frames, PROFILE_DEPTH, own_text_start, own_text_end);
     u.depth = walked > 0 ? (uint32_t)walked : 0;
     if (walked < 0) /* a frame the walk does not follow: libgcc's unwinder follows every one */
         _Unwind_Backtrace(unwind_step, &u);
@@ -543,9 +549,7 @@ void profile_thread_exit(void)
         return;
     thread_log = NULL;
     os_lock_take_spinning(&profile_lock);
-    log_add_up(log);
-    log->done = 0;
-    atomic_store_explicit(&log->count, 0, memory_order_relaxed);
+    log_emptied(log);
     log->owned = false;
     os_lock_give(&profile_lock);
 }

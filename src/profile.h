@@ -43,8 +43,8 @@ bool profile_big_due(size_t size);
 /* A sample of an allocation of `size` bytes whose chance of a sample was
  * that of `chance_bytes` bytes (a class's block size, or the size): its
  * call stack, walked from `start` (stack_walk.h: taken in the allocation's
- * slow path, so that the frames below it are not walked; NULL: from
- * here), recorded in *sample and counted. False when none
+ * slow path, so that the frames below it are not walked), recorded in
+ * *sample and counted. False when none
  * may be taken (within the profiler's own work, as its dump's writes, or
  * without memory for a new stack's entry): the allocation then goes
  * unsampled. Takes no lock unless the stack is new or the thread's log of

@@ -384,6 +384,15 @@ static struct slot_header *live_header(const void *p, const char *not_ours)
                  p);
 }
 
+/* Whether the purger is to be asked to look at the free slots: the first
+ * time since it last found them quiet (sampled_lock held). */
+static bool purger_ask_due(void)
+{
+    bool due = !purger_asked;
+    purger_asked = true;
+    return due;
+}
+
 /* A freed slot onto its page count's resident list (sampled_lock held). */
 static void slot_listed(struct slot_header *h)
 {
@@ -417,8 +426,7 @@ void sampled_block_free(void *p)
             cache->pages_held -= cache->pages[cache->count];
             slot_listed(cache->slots[cache->count]);
         }
-        ask = !purger_asked;
-        purger_asked = true;
+        ask = purger_ask_due();
         os_lock_give(&sampled_lock);
     }
     if (fits) {
@@ -432,8 +440,7 @@ void sampled_block_free(void *p)
             live_bytes -= (long)usable;
         }
         slot_listed(h);
-        ask = !purger_asked;
-        purger_asked = true;
+        ask = purger_ask_due();
         os_lock_give(&sampled_lock);
     }
     counters_bytes_out(-(long)usable);
@@ -447,8 +454,8 @@ size_t sampled_block_usable_size(const void *p)
     return usable_of(live_header(p, "a pointer strata did not allocate"));
 }
 
-/* The cache's slots onto the lists and its counts into the totals, the
- * cache left to another thread (sampled_lock held). */
+/* The cache's slots onto the lists and its counts into the totals
+ * (sampled_lock held); its owner stays its owner. */
 static void cache_give_back(struct slot_cache *cache)
 {
     for (uint32_t i = 0; i < cache->count; i++)
@@ -459,7 +466,6 @@ static void cache_give_back(struct slot_cache *cache)
     live_bytes += atomic_load_explicit(&cache->live_bytes, memory_order_relaxed);
     atomic_store_explicit(&cache->live_blocks, 0, memory_order_relaxed);
     atomic_store_explicit(&cache->live_bytes, 0, memory_order_relaxed);
-    cache->owned = false;
 }
 
 void sampled_blocks_thread_exit(void)
@@ -470,9 +476,9 @@ void sampled_blocks_thread_exit(void)
         return;
     thread_cache = NULL;
     os_lock_take_spinning(&sampled_lock);
-    bool ask = cache->count != 0 && !purger_asked;
-    purger_asked = purger_asked || ask;
+    bool ask = cache->count != 0 && purger_ask_due();
     cache_give_back(cache);
+    cache->owned = false;
     os_lock_give(&sampled_lock);
     if (ask)
         purger_ask();
@@ -517,10 +523,8 @@ size_t sampled_blocks_expire_now(bool all)
     bool any = false;
     os_lock_take_spinning(&sampled_lock);
     struct slot_cache *cache = thread_cache;
-    if (all && cache != NULL) { /* strata_trim: the caller's cache too */
+    if (all && cache != NULL) /* strata_trim: the caller's cache too */
         cache_give_back(cache);
-        cache->owned = true;
-    }
     uint64_t delay = all ? 0 : strata_options.purge_delay_ns << stretch;
     for (size_t pages = 1; pages < PAGE_COUNTS; pages++) {
         /* Newest first: those freed since the last round (stamped now),
@@ -588,6 +592,8 @@ void sampled_blocks_fork_child(void)
     os_lock_init(&sampled_lock);
     /* The other threads are gone: their caches' slots go to the lists. */
     for (struct slot_cache *cache = caches; cache != NULL; cache = cache->next)
-        if (cache != thread_cache && cache->owned)
+        if (cache != thread_cache && cache->owned) {
             cache_give_back(cache);
+            cache->owned = false;
+        }
 }
