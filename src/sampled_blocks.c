@@ -301,9 +301,15 @@ static char *cache_take(struct slot_cache *cache, size_t pages, size_t *slot_pag
     return slot_taken(freed, *slot_pages, zeroed);
 }
 
-/* The thread's count of live blocks and bytes moved (no lock: its own). */
-static void cache_count(struct slot_cache *cache, long blocks, long bytes)
+/* The live blocks and bytes moved: the thread's cache's counts (no lock:
+ * its own), or without a cache the totals (sampled_lock held). */
+static void live_count(struct slot_cache *cache, long blocks, long bytes)
 {
+    if (cache == NULL) {
+        live_blocks += blocks;
+        live_bytes += bytes;
+        return;
+    }
     atomic_store_explicit(&cache->live_blocks, atomic_load_explicit(&cache->live_blocks, memory_order_relaxed) + blocks,
                           memory_order_relaxed);
     atomic_store_explicit(&cache->live_bytes, atomic_load_explicit(&cache->live_bytes, memory_order_relaxed) + bytes,
@@ -339,6 +345,7 @@ void *sampled_block_alloc(size_t size, size_t alignment, bool zero, const struct
     char *block = NULL;
     if (reused) {
         block = block_made(slot, slot_pages, size, align, sample);
+        live_count(cache, 1, (long)usable_of(header_of(block)));
     } else {
         os_lock_take_spinning(&sampled_lock);
         slot = reuse(pages, &zeroed);
@@ -347,17 +354,13 @@ void *sampled_block_alloc(size_t size, size_t alignment, bool zero, const struct
             slot = carve(base, slot_bytes(pages));
         if (slot != NULL)
             block = block_made(slot, pages, size, align, sample);
-        if (block != NULL && cache == NULL) {
-            live_blocks++;
-            live_bytes += (long)usable_of(header_of(block));
-        }
+        if (block != NULL)
+            live_count(cache, 1, (long)usable_of(header_of(block)));
         os_lock_give(&sampled_lock);
         if (block == NULL)
             return NULL;
     }
     size_t usable = usable_of(header_of(block));
-    if (cache != NULL)
-        cache_count(cache, 1, (long)usable);
     if (zero && reused && !zeroed) /* a fresh slot's pages are zero; a reused one's need not be */
         memset(block, 0, size);
     counters_bytes_out((long)usable);
@@ -414,8 +417,6 @@ void sampled_block_free(void *p)
     struct slot_cache *cache = thread_cache;
     if (unlikely(cache == NULL))
         cache = cache_claim();
-    if (cache != NULL)
-        cache_count(cache, -1, -(long)usable);
     bool ask = false;
     bool fits = cache != NULL && h->pages <= CACHE_PAGES / 2;
     if (fits && (cache->count == CACHE_SLOTS || cache->pages_held + h->pages > CACHE_PAGES)) {
@@ -430,15 +431,13 @@ void sampled_block_free(void *p)
         os_lock_give(&sampled_lock);
     }
     if (fits) {
+        live_count(cache, -1, -(long)usable);
         cache->slots[cache->count] = h;
         cache->pages[cache->count++] = (uint8_t)h->pages;
         cache->pages_held += h->pages;
     } else {
         os_lock_take_spinning(&sampled_lock);
-        if (cache == NULL) {
-            live_blocks--;
-            live_bytes -= (long)usable;
-        }
+        live_count(cache, -1, -(long)usable);
         slot_listed(h);
         ask = purger_ask_due();
         os_lock_give(&sampled_lock);
