@@ -610,7 +610,12 @@ static void phases_stretch(const char *name, long phase_kib)
            first, last, field(o.output, "cached="));
     CHECK(exited_cleanly(&o));
     CHECK_CMP(first, >=, phase_kib);
-    CHECK_CMP(last, <, first / 2);
+    /* Six phases against three: without the stretch the last would purge
+     * twice the first (each phase all it built). Not half of the first:
+     * the secure flavour's debug build, on a loaded machine, builds its
+     * 48 MiB phases slowly enough that part of the stretched delay runs
+     * out within them (7-123 MiB of the first's 227 MiB). */
+    CHECK_CMP(last, <, first);
     CHECK_CMP(field(o.output, "cached="), >=, 0);
     CHECK_CMP(field(o.output, "cached="), <, 4096);
     if (resident_ok)
