@@ -49,7 +49,7 @@ const char *heap_check_locked(const struct heap *heap)
         dirty += (size_t)__builtin_popcountll(s->dirty_mask);
     }
     /* Each of the heap's own segments (heap.h) is one of its segments, in
-     * the entry of its colour. */
+     * the entry of its slot. */
     for (unsigned k = 0; k < OWN_SEGMENT_SLOTS; k++) {
         uintptr_t base = atomic_load_explicit(&heap->own_segments[k], memory_order_relaxed);
         if (base == OWN_SEGMENT_NONE)
@@ -58,7 +58,7 @@ const char *heap_check_locked(const struct heap *heap)
         while (s != NULL && (uintptr_t)segment_base(s) != base)
             s = s->next;
         if (s == NULL || own_segment_slot(base) != k)
-            return heap_broken("heap %p: own segment entry %u names %p, not one of its segments of that colour",
+            return heap_broken("heap %p: own segment entry %u names %p, not one of its segments of that slot",
                                (const void *)heap, k, (const void *)base);
     }
     if (listed != on_lists)

@@ -859,13 +859,13 @@ static void test_own_segments(void)
     CHECK(!heap_owns_segment_of(heap, big[0]) || !heap_owns_segment_of(heap, big[BIG_BLOCKS - 1]));
     CHECK_SOUND(heap_check(heap));
     /* An entry naming a region the heap does not own is a broken heap. */
-    unsigned colour = own_segment_slot((uintptr_t)outside);
-    uintptr_t saved = atomic_load_explicit(&heap->own_segments[colour], memory_order_relaxed);
-    atomic_store_explicit(&heap->own_segments[colour], (uintptr_t)outside & ~(uintptr_t)SEGMENT_MASK,
+    unsigned slot = own_segment_slot((uintptr_t)outside);
+    uintptr_t saved = atomic_load_explicit(&heap->own_segments[slot], memory_order_relaxed);
+    atomic_store_explicit(&heap->own_segments[slot], (uintptr_t)outside & ~(uintptr_t)SEGMENT_MASK,
                           memory_order_relaxed);
     const char *broken = heap_check(heap);
     CHECK(broken != NULL && strstr(broken, "own segment") != NULL);
-    atomic_store_explicit(&heap->own_segments[colour], saved, memory_order_relaxed);
+    atomic_store_explicit(&heap->own_segments[slot], saved, memory_order_relaxed);
     CHECK_SOUND(heap_check(heap));
 }
 
