@@ -76,7 +76,7 @@ static STRATA_ALWAYS_INLINE void *alloc_fast(size_t size)
 }
 
 /* The default flavour's free. Checks: the pointer lies in one of the
- * calling heap's own segments (heap_owns_segment_of); bin_push_in_segment's
+ * calling heap's own segments (bin_push_own_segment); bin_push_in_segment's
  * (the start of a block the page has carved, not free already); the
  * bin is within its limit. Anything else (a segment not among the heap's
  * own segments yet, NULL, a large block, another thread's block, a pointer
@@ -84,15 +84,13 @@ static STRATA_ALWAYS_INLINE void *alloc_fast(size_t size)
 static STRATA_ALWAYS_INLINE void free_fast(void *p)
 {
     struct heap *heap = thread_heap;
-    if (likely(heap_owns_segment_of(heap, p))) {
-        bool full;
-        struct bin *bin = bin_push_in_segment(heap, segment_of(p), p, &full);
-        if (likely(bin != NULL)) {
-            if (likely(!full))
-                return;
-            free_bin_full(heap, bin);
+    bool full;
+    struct bin *bin = bin_push_own_segment(heap, p, &full);
+    if (likely(bin != NULL)) {
+        if (likely(!full))
             return;
-        }
+        free_bin_full(heap, bin);
+        return;
     }
     free_elsewhere(p);
 }

@@ -95,15 +95,28 @@ static STRATA_ALWAYS_INLINE bool bin_push(struct bin *bin, struct block *block)
     return (int32_t)(uint32_t)word >= 0;
 }
 
-/* Whether the calling heap's own_segments names p's segment (heap.h).
- * Checks: p's segment base is the entry of its slot, which only a
- * segment the heap owns ever is: that proves p a pointer into a segment,
- * and the segment the heap's, with neither the segment map's look-up nor
- * the owner word's load. */
-static STRATA_ALWAYS_INLINE bool heap_owns_segment_of(const struct heap *heap, const void *p)
+/* The header of p's segment when the calling heap's own_segments names it
+ * (heap.h): a segment the heap owns, or the empty entry's all-zero header
+ * when p lies beside that (its slices carve nothing: bin_push_in_segment
+ * refuses p); NULL otherwise. Checks: p's bits above SEGMENT_SHIFT are
+ * those of its slot's entry, which only a header of a segment the heap
+ * owns, or the empty one, ever is: that proves p a pointer into the
+ * segment, with neither the segment map's look-up, the owner word's load
+ * nor the header's colour. */
+static STRATA_ALWAYS_INLINE uintptr_t own_segment_entry(const struct heap *heap, const void *p)
 {
-    uintptr_t base = (uintptr_t)p & ~(uintptr_t)SEGMENT_MASK;
-    return atomic_load_explicit(&heap->own_segments[own_segment_slot((uintptr_t)p)], memory_order_relaxed) == base;
+    return atomic_load_explicit(&heap->own_segments[own_segment_slot((uintptr_t)p)], memory_order_relaxed);
+}
+
+static STRATA_ALWAYS_INLINE bool own_segment_entry_holds(uintptr_t entry, const void *p)
+{
+    return ((entry ^ (uintptr_t)p) >> SEGMENT_SHIFT) == 0;
+}
+
+static STRATA_ALWAYS_INLINE struct segment *own_segment_of(const struct heap *heap, const void *p)
+{
+    uintptr_t entry = own_segment_entry(heap, p);
+    return own_segment_entry_holds(entry, p) ? (struct segment *)entry : NULL;
 }
 
 /* A block of one of the calling heap's own segments into its bin: the bin,
@@ -125,6 +138,21 @@ static STRATA_ALWAYS_INLINE struct bin *bin_push_in_segment(struct heap *heap, s
     return NULL;
 }
 
+/* The owner's inline free: a block of one of the calling heap's own
+ * segments (own_segment_of) into its bin; the bin, its count raised, with
+ * *full set when it is past its limit (the caller flushes it), or NULL when
+ * p is not in one of the heap's own segments or not a block its page has
+ * carved (the caller's slow path decides). Checks: own_segment_of's (one
+ * branch: an entry is never NULL, so its match is the segment's test);
+ * bin_push_in_segment's. */
+static STRATA_ALWAYS_INLINE struct bin *bin_push_own_segment(struct heap *heap, void *p, bool *full)
+{
+    uintptr_t entry = own_segment_entry(heap, p);
+    if (likely(own_segment_entry_holds(entry, p)))
+        return bin_push_in_segment(heap, (struct segment *)entry, p, full);
+    return NULL;
+}
+
 /* The local-or-elsewhere decision of every free, made here once: a block
  * of the calling heap's own pages goes into its bin; the bin, its count
  * raised, with *full set when it is past its limit (the caller flushes
@@ -140,8 +168,8 @@ static STRATA_ALWAYS_INLINE struct bin *bin_push_own(struct heap *heap, void *p,
     struct segment *segment = segment_of(p);
     uintptr_t owner = atomic_load_explicit(&segment->owner, memory_order_relaxed);
     if (likely(owner == (uintptr_t)heap)) {
-        uintptr_t base = (uintptr_t)p & ~(uintptr_t)SEGMENT_MASK;
-        atomic_store_explicit(&heap->own_segments[own_segment_slot((uintptr_t)p)], base, memory_order_relaxed);
+        atomic_store_explicit(&heap->own_segments[own_segment_slot((uintptr_t)p)], (uintptr_t)segment,
+                              memory_order_relaxed);
         return bin_push_in_segment(heap, segment, p, full);
     }
     return NULL;

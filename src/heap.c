@@ -15,8 +15,11 @@
 #include "heap_private.h"
 
 struct page page_empty;
+/* Every heap's own_segment_empty (heap.h). */
+static const struct segment segment_none;
 struct heap heap_empty = {
-    .own_segments = {[0 ... OWN_SEGMENT_SLOTS - 1] = OWN_SEGMENT_NONE},
+    .own_segments = {[0 ... OWN_SEGMENT_SLOTS - 1] = (uintptr_t)&segment_none},
+    .own_segment_empty = (uintptr_t)&segment_none,
     .current = {[0 ... CLASS_COUNT - 1] = &page_empty},
     .owner_word = OWNER_NONE,
 };
@@ -57,6 +60,7 @@ static bool pool_grow(void)
     for (size_t at = 0; at + size <= HEAP_POOL_CHUNK; at += size) {
         struct heap *heap = (struct heap *)(chunk + at);
         os_lock_init(&heap->lock);
+        heap->own_segment_empty = (uintptr_t)&segment_none;
         heap->next_free = first;
         if (first == NULL)
             last = heap;

@@ -82,9 +82,6 @@ struct quarantine {
  * thread allocates blocks of the class). */
 enum { BIN_REFILLED = 1, BIN_FLUSHED = 2, BIN_ACTIVE = 4, BIN_REFILLED_LATELY = 8 };
 
-/* An entry of a heap's own_segments that names no segment: a segment's
- * base has its low bits clear. */
-#define OWN_SEGMENT_NONE ((uintptr_t)1)
 /* Entries of a heap's own_segments, by the segment's base's bits above
  * SEGMENT_SHIFT: 64 segments of 4 MiB, 256 MiB, without two sharing one.
  * (One per header colour, 16, covered 64 MiB: the threads table holds 150
@@ -100,15 +97,22 @@ struct heap {
     struct bin bins[CLASS_COUNT];
     uint32_t bin_limit[CLASS_COUNT]; /* each bin's (struct bin) */
     /* Segments of this heap that its owner's inline free met lately, one
-     * per slot (own_segment_slot of the base indexes it; the base, or
-     * OWN_SEGMENT_NONE): a pointer whose segment base is here lies in a
-     * segment the heap owns, with no segment map look-up or owner check
-     * (alloc.h, free_fast). Written by the owner's inline free when the
+     * per slot (own_segment_slot of the base indexes it): each entry the
+     * segment's header, or own_segment_empty. A pointer whose bits above
+     * SEGMENT_SHIFT are an entry's lies in a segment the heap owns, whose
+     * header is the entry, with no segment map look-up, owner check or
+     * header colour to work out (bins.h, own_segment_of). Written by the owner's inline free when the
      * full checks have passed (never in checked mode, whose owner word is
      * tagged), cleared when a segment leaves the heap (segment.c, under
      * the heap's lock, by the owner or the purger) and when the heap is
      * given up or made. */
     _Atomic uintptr_t own_segments[OWN_SEGMENT_SLOTS];
+    /* The entry naming no segment: an all-zero header, whose slices carve
+     * nothing, so that a pointer beside it (within SEGMENT_SIZE) matches it
+     * and is still refused by the slice's check. Set when the heap's memory
+     * is made (heap.c), never changed: the segments layer clears entries
+     * without naming the symbol above it. */
+    uintptr_t own_segment_empty;
     struct page *current[CLASS_COUNT]; /* the page bins refill from */
     struct page *available[CLASS_COUNT]; /* pages with free blocks */
     /* Invariant: bin_growth is the sum over classes of (limit - base limit)
@@ -215,7 +219,7 @@ static inline void bin_set_countdown(struct bin *bin, int32_t pops)
 static inline void heap_own_segments_clear(struct heap *heap)
 {
     for (unsigned k = 0; k < OWN_SEGMENT_SLOTS; k++)
-        atomic_store_explicit(&heap->own_segments[k], OWN_SEGMENT_NONE, memory_order_relaxed);
+        atomic_store_explicit(&heap->own_segments[k], heap->own_segment_empty, memory_order_relaxed);
 }
 
 /* The calling thread's heap, or &heap_empty before its first allocation

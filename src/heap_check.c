@@ -51,15 +51,16 @@ const char *heap_check_locked(const struct heap *heap)
     /* Each of the heap's own segments (heap.h) is one of its segments, in
      * the entry of its slot. */
     for (unsigned k = 0; k < OWN_SEGMENT_SLOTS; k++) {
-        uintptr_t base = atomic_load_explicit(&heap->own_segments[k], memory_order_relaxed);
-        if (base == OWN_SEGMENT_NONE)
+        uintptr_t entry = atomic_load_explicit(&heap->own_segments[k], memory_order_relaxed);
+        if (entry == heap->own_segment_empty)
             continue;
         const struct segment *s = heap->segments;
-        while (s != NULL && (uintptr_t)segment_base(s) != base)
+        while (s != NULL && (uintptr_t)s != entry)
             s = s->next;
-        if (s == NULL || own_segment_slot(base) != k)
-            return heap_broken("heap %p: own segment entry %u names %p, not one of its segments of that slot",
-                               (const void *)heap, k, (const void *)base);
+        if (s == NULL || own_segment_slot(entry) != k)
+            return heap_broken("heap %p: own segment entry %u names %p, not the header of one of its "
+                               "segments of that slot",
+                               (const void *)heap, k, (const void *)entry);
     }
     if (listed != on_lists)
         return heap_broken("heap %p: %zu pages marked listed, %zu on the available lists",

@@ -575,10 +575,9 @@ void page_release(struct heap *heap, struct page *page)
  * (heap.h; the owner's inline free reads it without the lock). */
 static void own_segment_forget(struct heap *heap, struct segment *segment)
 {
-    uintptr_t base = (uintptr_t)segment_base(segment);
-    _Atomic uintptr_t *entry = &heap->own_segments[own_segment_slot(base)];
-    if (atomic_load_explicit(entry, memory_order_relaxed) == base)
-        atomic_store_explicit(entry, OWN_SEGMENT_NONE, memory_order_relaxed);
+    _Atomic uintptr_t *entry = &heap->own_segments[own_segment_slot((uintptr_t)segment)];
+    if (atomic_load_explicit(entry, memory_order_relaxed) == (uintptr_t)segment)
+        atomic_store_explicit(entry, heap->own_segment_empty, memory_order_relaxed);
 }
 
 void heap_release_empty_segments(struct heap *heap)

@@ -823,10 +823,18 @@ static void test_heap_check_names(void)
     strata_free(held);
 }
 
+/* Whether the heap's own segments name p's segment (not the empty entry). */
+static bool names_own_segment(const struct heap *heap, const void *p)
+{
+    const struct segment *segment = own_segment_of(heap, p);
+    return segment != NULL && (uintptr_t)segment != heap->own_segment_empty;
+}
+
 /* The heap's own segments (heap.h): an owner's free names its block's
- * segment there, so that the next frees into it take the inline path
- * without the segment map; a segment that leaves the heap leaves them; the
- * checker reports an entry that names no segment of the heap. */
+ * segment's header there, so that the next frees into it take the inline
+ * path without the segment map; a segment that leaves the heap leaves
+ * them; a pointer beside the empty entry's header is refused; the checker
+ * reports an entry that names no segment of the heap. */
 static void test_own_segments(void)
 {
     struct heap *heap = own_heap();
@@ -839,13 +847,24 @@ static void test_own_segments(void)
     CHECK(first != last);
     for (int i = 0; i < BIG_BLOCKS; i++) {
         strata_free(big[i]);
-        CHECK(heap_owns_segment_of(heap, big[i]));
+        CHECK(own_segment_of(heap, big[i]) == segment_of(big[i]));
     }
     CHECK_SOUND(heap_check(heap));
     /* Pointers outside the heap's segments are never its own. */
     static char outside[64];
-    CHECK(!heap_owns_segment_of(heap, NULL));
-    CHECK(!heap_owns_segment_of(heap, outside));
+    CHECK(!names_own_segment(heap, NULL));
+    CHECK(!names_own_segment(heap, outside));
+    /* A pointer beside the empty entry's header matches an empty slot, and
+     * its slices refuse it: nothing reaches a bin. */
+    void *beside = (void *)((heap->own_segment_empty & ~(uintptr_t)SEGMENT_MASK) + 64);
+    unsigned beside_slot = own_segment_slot((uintptr_t)beside);
+    uintptr_t beside_saved = atomic_load_explicit(&heap->own_segments[beside_slot], memory_order_relaxed);
+    atomic_store_explicit(&heap->own_segments[beside_slot], heap->own_segment_empty, memory_order_relaxed);
+    struct segment *empty = own_segment_of(heap, beside);
+    CHECK(empty != NULL && (uintptr_t)empty == heap->own_segment_empty);
+    bool full = false;
+    CHECK(empty == NULL || bin_push_in_segment(heap, empty, beside, &full) == NULL);
+    atomic_store_explicit(&heap->own_segments[beside_slot], beside_saved, memory_order_relaxed);
     /* Trimmed, the emptied segments go (all but one, which the heap keeps):
      * their entries with them. */
     strata_trim();
@@ -854,9 +873,9 @@ static void test_own_segments(void)
         kept++;
     size_t named = 0;
     for (unsigned k = 0; k < OWN_SEGMENT_SLOTS; k++)
-        named += atomic_load_explicit(&heap->own_segments[k], memory_order_relaxed) != OWN_SEGMENT_NONE;
+        named += atomic_load_explicit(&heap->own_segments[k], memory_order_relaxed) != heap->own_segment_empty;
     CHECK_CMP(named, <=, kept);
-    CHECK(!heap_owns_segment_of(heap, big[0]) || !heap_owns_segment_of(heap, big[BIG_BLOCKS - 1]));
+    CHECK(!names_own_segment(heap, big[0]) || !names_own_segment(heap, big[BIG_BLOCKS - 1]));
     CHECK_SOUND(heap_check(heap));
     /* An entry naming a region the heap does not own is a broken heap. */
     unsigned slot = own_segment_slot((uintptr_t)outside);
