@@ -74,7 +74,7 @@ static struct heap *calling_heap(void)
         strata_init();
         if (unlikely(instrument_valgrind))
             valgrind_blind_warning();
-        heap = heap_acquire();
+        heap = heap_acquire(true);
         if (heap == NULL)
             errno = ENOMEM;
     }
@@ -205,16 +205,26 @@ void free_slow(void *p)
     purger_start_if_wanted();
 }
 
+/* Frees by a thread without a heap before it takes one. */
+#define FREES_BEFORE_HEAP 64
+static STRATA_TLS uint32_t frees_without_heap;
+
 void free_segment_slow(void *p)
 {
-    /* The purger a free before this one asked for, started before this one
-     * (a tail call then frees: no second call layer on the path of every
-     * other thread's block). Not from a thread without a heap: creating
-     * the purger allocates in the calling thread, which would give it one,
-     * and a thread with a heap keeps the blocks of others it frees in its
-     * bins: a consumer thread that never allocates would then cache and
-     * flush every block it frees (1.22x the instructions of the
-     * cross-thread table). A thread with a heap starts it. */
+    /* A thread that frees others' blocks without allocating (a consumer)
+     * takes a heap of its own at its FREES_BEFORE_HEAP-th free, a fresh
+     * one, so that the blocks it frees pass through its bins to their
+     * owners in runs of a page each, one compare-and-swap a run (bins.c: a
+     * class it does not allocate keeps at most BIN_PASS_BYTES of them);
+     * without memory for a heap, each block goes on its own. (A thread
+     * that allocates soon after its first frees takes its heap then, an
+     * exited thread's parked one with its memory.) Then the purger a free
+     * before this one asked for, started before this free (a tail call
+     * then frees: no second call layer on the path of every other
+     * thread's block), from a thread with a heap only: creating the purger
+     * allocates. */
+    if (unlikely(thread_heap == &heap_empty) && ++frees_without_heap >= FREES_BEFORE_HEAP)
+        (void)heap_acquire(false);
     if (unlikely(atomic_load_explicit(&purger_request, memory_order_relaxed) == PURGER_REQUESTED) &&
         thread_heap != &heap_empty)
         purger_start();

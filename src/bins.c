@@ -8,6 +8,12 @@
  * cache; anything else goes to its owner: the owner's own page at once, or
  * the page's remote list, which the owner (or the purger, for an idle
  * owner) takes whole, or an exited thread's abandoned segment (segment.c).
+ * A flush sends another heap's blocks to a page's remote list in runs, the
+ * blocks of one page that follow each other in the bin linked first and
+ * pushed with one compare-and-swap; a class the thread does not allocate
+ * (every class, until its first refill) keeps a bin of BIN_PASS_BYTES,
+ * flushed whole, so that a consumer thread holds little of others' memory
+ * and still passes it on a run at a time.
  * A bin is its owner's alone, touched by no lock; what lies behind it (the
  * pages' free lists, the current and available pages, the stack of pages
  * with remote frees) is touched only under the heap's lock, which a refill
@@ -15,8 +21,8 @@
  * remote frees.
  * Invariants (bins_check): a bin holds `count` blocks, at most `limit`,
  * between its class's base limit and BIN_MAX_BLOCKS (set aside in
- * bin_drained_limit, the bin's 0, while its class drains), the limits'
- * growth summing to bin_growth; every one is a carved block of an in-use page of
+ * bin_drained_limit, the bin's 0 or its pass limit, while its class
+ * drains), the limits' growth summing to bin_growth; every one is a carved block of an in-use page of
  * its class, counted as used in that page (a page's class and carving do
  * not change while one of its blocks is out, so other heaps' blocks are
  * safe to hold); in checked mode bins have no room, so every call takes
@@ -26,6 +32,14 @@
  * closed stack (REMOTE_CLOSED) takes no page. */
 #include "bins.h"
 #include "heap_private.h"
+
+/* A draining bin's limit when it passes other heaps' blocks on (heap.h,
+ * BIN_PASS_BYTES). */
+static uint32_t bin_pass_limit(unsigned class_index)
+{
+    size_t limit = BIN_PASS_BYTES / class_size[class_index];
+    return (uint32_t)(limit < BIN_MIN_BLOCKS ? BIN_MIN_BLOCKS : limit > BIN_PASS_MAX_BLOCKS ? BIN_PASS_MAX_BLOCKS : limit);
+}
 
 /* A bin's limit before it grows (heap.h, BIN_BYTES). */
 static uint32_t bin_base_limit(unsigned class_index)
@@ -39,10 +53,12 @@ void bins_init(struct heap *heap)
     for (unsigned c = 0; c < CLASS_COUNT; c++) {
         heap->bins[c].head = NULL;
         heap->bins[c].word = (uint64_t)(uint32_t)profile_next_pops(class_size[c]) << 32;
-        bin_set(heap, &heap->bins[c], 0, strata_options.check ? 0 : bin_base_limit(c));
+        /* A class starts passing other heaps' blocks on, until the
+         * thread's first refill of it. */
+        bin_set(heap, &heap->bins[c], 0, strata_options.check ? 0 : bin_pass_limit(c));
         heap->bin_use[c] = 0;
         heap->bin_flushes[c] = 0;
-        heap->bin_drained_limit[c] = 0;
+        heap->bin_drained_limit[c] = strata_options.check ? 0 : bin_base_limit(c);
     }
     heap_own_segments_clear(heap);
     heap->bin_growth = 0;
@@ -55,6 +71,8 @@ static void free_to_owner(struct page *page, struct block *block);
 static STRATA_ALWAYS_INLINE void free_to_owner_from(struct page *page, struct block *block, uintptr_t owner,
                                                     bool carved);
 static void remote_list_forward(struct page *page);
+static void remote_push(struct heap *heap, struct page *page, struct block *first, struct block *last,
+                        uint32_t count);
 
 /* The owner's refill or flush (heap lock held): counted for the purger,
  * and the heap no longer idle. */
@@ -107,7 +125,7 @@ const char *bins_check(const struct heap *heap)
             return broken;
         uint32_t base = strata_options.check ? 0 : bin_base_limit(c);
         uint32_t limit = heap->bin_drained_limit[c] ? heap->bin_drained_limit[c] : heap->bin_limit[c];
-        if (heap->bin_drained_limit[c] && heap->bin_limit[c] != 0)
+        if (heap->bin_drained_limit[c] && heap->bin_limit[c] != 0 && heap->bin_limit[c] != bin_pass_limit(c))
             return heap_broken("bin of class %u: draining with limit %u", c, heap->bin_limit[c]);
         if (limit < base || limit > BIN_MAX_BLOCKS)
             return heap_broken("bin of class %u: limit %u outside %u..%u", c, limit, base, BIN_MAX_BLOCKS);
@@ -227,7 +245,7 @@ static void bin_note(struct heap *heap, unsigned class_index, unsigned event)
     heap->bin_growth += bytes;
 }
 
-static void bin_trim(struct heap *heap, struct bin *bin, uint32_t keep);
+static uint32_t bin_trim(struct heap *heap, struct bin *bin, uint32_t keep);
 
 /* Every BIN_AGE_EVERY refills and flushes, and a purge delay at least since
  * the last time: each class that was not refilled or flushed since then
@@ -383,15 +401,32 @@ static void blocks_take(struct block *block, uint32_t count, struct block **take
 static uint32_t blocks_to_pages(struct heap *heap, struct block **taken, uint32_t count)
 {
     uint32_t own = 0;
-    for (uint32_t i = 0; i < count; i++) {
+    for (uint32_t i = 0; i < count;) {
         struct segment *segment = segment_of(taken[i]);
         struct page *page = page_of(segment, taken[i]);
-        if (atomic_load_explicit(&segment->owner, memory_order_relaxed) == heap->owner_word) {
-            page_free_block(heap, page, taken[i]);
+        uintptr_t owner = atomic_load_explicit(&segment->owner, memory_order_acquire);
+        if (owner == heap->owner_word) {
+            page_free_block(heap, page, taken[i++]);
             own++;
-        } else {
-            free_to_owner(page, taken[i]);
+            continue;
         }
+        /* Another heap's: the run of the page's blocks that follow in the
+         * bin goes as one chain (a live owner's), with one compare-and-swap
+         * of the page's remote word. The bin's blocks were each shown
+         * carved when they were freed into it. */
+        uint32_t run = 1;
+        while (i + run < count && segment_of(taken[i + run]) == segment &&
+               page_of(segment, taken[i + run]) == page)
+            run++;
+        if (owner == OWNER_ABANDONED) {
+            for (uint32_t k = 0; k < run; k++)
+                free_to_owner(page, taken[i + k]);
+        } else {
+            for (uint32_t k = 0; k + 1 < run; k++)
+                block_set_next(taken[i + k], taken[i + k + 1]);
+            remote_push((struct heap *)(owner & ~OWNER_TAGS), page, taken[i], taken[i + run - 1], run);
+        }
+        i += run;
     }
     return own;
 }
@@ -400,7 +435,7 @@ void heap_bin_flush(struct heap *heap, struct bin *bin)
 {
     strata_assert_cmp(bin_count(heap, bin), >, bin_limit(heap, bin));
     unsigned c = (unsigned)(bin - heap->bins);
-    if (heap->bin_drained_limit[c] != 0) {
+    if (heap->bin_drained_limit[c] != 0 && bin_limit(heap, bin) == 0) {
         /* Draining: the one block the inline free just pushed (its link
          * the empty bin's NULL, checked there as every freed block is)
          * goes to its page with no walk, no clock and no aging. */
@@ -418,24 +453,33 @@ void heap_bin_flush(struct heap *heap, struct bin *bin)
     bin_note(heap, c, BIN_FLUSHED);
     os_lock_take(&heap->lock);
     heap_note_slow_call(heap);
-    /* A class whose frees outrun its allocations flush after flush drains:
-     * its bin goes back whole and its frees go to their pages until the
-     * next refill, so that the pages empty and start again from their
-     * first block, rather than each keep a block of the bin's. */
+    /* A class whose frees outrun its allocations flush after flush drains
+     * until the next refill (its limit kept in bin_drained_limit). Of its
+     * own blocks, the bin goes back whole and its frees go to their pages,
+     * so that the pages empty and start again from their first block,
+     * rather than each keep a block of the bin's. Of other heaps' blocks
+     * (a consumer's), the bin keeps passing them on, with a limit of
+     * BIN_PASS_BYTES: one compare-and-swap a page's run of them
+     * (blocks_to_pages), not one a block, and little held for others. */
     uint32_t limit = bin_limit(heap, bin);
-    if (limit != 0 && heap->bin_flushes[c] < UINT8_MAX && ++heap->bin_flushes[c] >= BIN_DRAIN_FLUSHES) {
+    bool passing = heap->bin_drained_limit[c] != 0; /* the whole bin goes, in runs */
+    uint32_t keep = passing ? 0 : limit / 2;
+    uint32_t moved = bin_count(heap, bin) - keep;
+    uint32_t own = bin_trim(heap, bin, keep);
+    if (!passing && heap->bin_flushes[c] < UINT8_MAX && ++heap->bin_flushes[c] >= BIN_DRAIN_FLUSHES) {
         heap->bin_drained_limit[c] = limit;
-        limit = 0;
+        limit = 2 * own >= moved ? 0 : bin_pass_limit(c);
+        if (bin_count(heap, bin) != 0)
+            bin_trim(heap, bin, 0);
     }
-    bin_trim(heap, bin, limit / 2);
     bin_set_limit(heap, bin, limit);
     bins_age(heap);
     os_lock_give(&heap->lock);
 }
 
-/* Leaves `keep` blocks in the bin, the rest going back to their pages
- * (heap lock held). */
-static void bin_trim(struct heap *heap, struct bin *bin, uint32_t keep)
+/* Leaves `keep` blocks in the bin, the rest going back to their pages;
+ * returns how many of those were the heap's own (heap lock held). */
+static uint32_t bin_trim(struct heap *heap, struct bin *bin, uint32_t keep)
 {
     uint32_t count = bin_count(heap, bin);
     strata_assert_cmp(keep, <, count);
@@ -455,6 +499,7 @@ static void bin_trim(struct heap *heap, struct bin *bin, uint32_t keep)
     bin_set_count(heap, bin, keep);
     uint32_t own = blocks_to_pages(heap, taken, moved);
     counters_bytes_out(-(long)own * (long)class_size[bin - heap->bins]);
+    return own;
 }
 
 void bins_flush_all(struct heap *heap)
@@ -588,42 +633,52 @@ static STRATA_ALWAYS_INLINE void free_to_owner_from(struct page *page, struct bl
                                 !slice_holds_block_any_thread(&segment->slices[slice_of(block)],
                                                               (uint32_t)((uintptr_t)block & SEGMENT_MASK))))
             report_fatal("free of a block that was never allocated", block);
-        uintptr_t old = atomic_load_explicit(page_remote_word(page), memory_order_relaxed), new;
-        do {
-            struct block *head = PAGE_REMOTE_HEAD(old);
-            /* The same block as the last remote free of the page, or more
-             * blocks than the page holds (blocks freed again and again). */
-            if (unlikely(head == block || PAGE_REMOTE_BLOCKS(old) >= page->reserved))
-                report_fatal("double free", block);
-            block_set_next(block, head);
-            new = (uintptr_t)block | ((uintptr_t)(PAGE_REMOTE_BLOCKS(old) + 1) << PAGE_REMOTE_SHIFT);
-        } while (!atomic_compare_exchange_weak_explicit(page_remote_word(page), &old, new,
-                                                        /* after the last taker's reads of the tail and link */
-                                                        memory_order_acq_rel, memory_order_relaxed));
-        if (PAGE_REMOTE_BLOCKS(old) != 0)
-            return;
-        /* The page's list was empty: this block is its oldest, and the page
-         * joins its owner's stack (no one takes the list before it has:
-         * the page is on no stack while its list is empty). */
-        page->remote_tail = block;
-        struct page *top = atomic_load_explicit(&heap->remote, memory_order_relaxed);
-        do {
-            if (top == REMOTE_CLOSED)
-                break;
-            page->remote_next = top;
-        } while (!atomic_compare_exchange_weak_explicit(&heap->remote, &top, page,
-                                                        memory_order_seq_cst, /* against a sleeping purger (purge.c) */
-                                                        memory_order_relaxed));
-        if (top != REMOTE_CLOSED) {
-            purger_ask(); /* to collect it, should the owner stay idle */
-            return;
-        }
-        /* The heap is being given up: its segments are marked abandoned
-         * before its stack closes; the page's list, which no one else will
-         * take, is freed here, each block where it now belongs. */
-        remote_list_forward(page);
+        remote_push(heap, page, block, block, 1);
         return;
     }
+}
+
+/* Pushes the chain first..last (`count` blocks, linked but for last) onto
+ * the page's remote list with one compare-and-swap, and the page onto its
+ * owner's stack when its list was empty: a consumer's run of blocks of
+ * one page crosses the cores once, not once a block. */
+static void remote_push(struct heap *heap, struct page *page, struct block *first, struct block *last,
+                        uint32_t count)
+{
+    uintptr_t old = atomic_load_explicit(page_remote_word(page), memory_order_relaxed), new;
+    do {
+        struct block *head = PAGE_REMOTE_HEAD(old);
+        /* The same block as the last remote free of the page, or more
+         * blocks than the page holds (blocks freed again and again). */
+        if (unlikely(head == first || PAGE_REMOTE_BLOCKS(old) + count > page->reserved))
+            report_fatal("double free", first);
+        block_set_next(last, head);
+        new = (uintptr_t)first | ((uintptr_t)(PAGE_REMOTE_BLOCKS(old) + count) << PAGE_REMOTE_SHIFT);
+    } while (!atomic_compare_exchange_weak_explicit(page_remote_word(page), &old, new,
+                                                    /* after the last taker's reads of the tail and link */
+                                                    memory_order_acq_rel, memory_order_relaxed));
+    if (PAGE_REMOTE_BLOCKS(old) != 0)
+        return;
+    /* The page's list was empty: `last` is its oldest, and the page joins
+     * its owner's stack (no one takes the list before it has: the page is
+     * on no stack while its list is empty). */
+    page->remote_tail = last;
+    struct page *top = atomic_load_explicit(&heap->remote, memory_order_relaxed);
+    do {
+        if (top == REMOTE_CLOSED)
+            break;
+        page->remote_next = top;
+    } while (!atomic_compare_exchange_weak_explicit(&heap->remote, &top, page,
+                                                    memory_order_seq_cst, /* against a sleeping purger (purge.c) */
+                                                    memory_order_relaxed));
+    if (top != REMOTE_CLOSED) {
+        purger_ask(); /* to collect it, should the owner stay idle */
+        return;
+    }
+    /* The heap is being given up: its segments are marked abandoned
+     * before its stack closes; the page's list, which no one else will
+     * take, is freed here, each block where it now belongs. */
+    remote_list_forward(page);
 }
 
 static void free_to_owner(struct page *page, struct block *block)

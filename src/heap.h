@@ -33,6 +33,11 @@
 #define BIN_AGE_EVERY 64
 /* Flushes without a refill between them after which a class drains. */
 #define BIN_DRAIN_FLUSHES 4
+/* A draining bin of other heaps' blocks (a consumer thread's) keeps about
+ * this many bytes of them, at least BIN_MIN_BLOCKS, at most
+ * BIN_PASS_MAX_BLOCKS, passing them on in runs of a page each. */
+#define BIN_PASS_BYTES ((size_t)16 * 1024)
+#define BIN_PASS_MAX_BLOCKS 64
 
 /* The remote stack of a heap given up. */
 #define REMOTE_CLOSED ((struct page *)(uintptr_t)1)
@@ -123,8 +128,10 @@ struct heap {
     uint8_t bin_use[CLASS_COUNT]; /* BIN_* of each class since then */
     /* Flushes of each class's bin since its last refill; past
      * BIN_DRAIN_FLUSHES the class is draining (bins.c): its limit is kept
-     * here and the bin's is 0, so frees go to the pages, until the next
-     * refill. 0 in drained_limit: not draining. */
+     * here and the bin's is 0, so frees go to the pages, or the pass limit
+     * (bin_pass_limit: the flushes were mostly other heaps' blocks, which
+     * the bin passes on in runs), until the next refill. A heap starts
+     * with every class passing. 0 in drained_limit: not draining. */
     uint8_t bin_flushes[CLASS_COUNT];
     uint32_t bin_drained_limit[CLASS_COUNT];
     /* The stack of pages whose remote lists hold blocks other threads
@@ -280,9 +287,13 @@ void *heap_medium_alloc(struct heap *heap, size_t size, bool zero);
 bool heap_medium_grow(void *block, size_t size);
 
 /* lifecycle.c: a heap given to a thread, parked, retired, trimmed */
-/* Gives the calling thread a heap (start-up done): the newest one an exited
- * thread parked, else a fresh one; NULL without memory. */
-STRATA_NOINLINE struct heap *heap_acquire(void);
+/* Gives the calling thread a heap (start-up done): with `take_parked`, the
+ * newest one an exited thread parked, else a fresh one; NULL without
+ * memory. (A thread whose first call is a free takes a fresh one: a parked
+ * heap's memory is for a thread that allocates, and a parked heap retires
+ * within the purge delay, where a taken one holds its segments for as long
+ * as its new thread lives.) */
+STRATA_NOINLINE struct heap *heap_acquire(bool take_parked);
 /* The calling thread's exit (its key's destructor, given the heap): parks
  * the heap for the next thread, or gives it up at once without a purger or
  * purge delay. True when parked: the purger must then run to retire it. */

@@ -34,11 +34,11 @@ static struct heap *heap_unpark(void)
     return heap;
 }
 
-struct heap *heap_acquire(void)
+struct heap *heap_acquire(bool take_parked)
 {
     strata_assert(thread_heap == &heap_empty);
     strata_assert_cmp(class_size[CLASS_COUNT - 1], ==, SMALL_MAX); /* configured */
-    struct heap *heap = heap_unpark();
+    struct heap *heap = take_parked ? heap_unpark() : NULL;
     if (heap != NULL) {
         heap_bind_thread(heap);
         os_lock_take(&heap->lock);

@@ -745,6 +745,98 @@ static void test_foreign_block_in_bin(void)
     CHECK_SOUND(heap_check(heap));
 }
 
+/* What a thread that only frees saw of its own heap. */
+struct pass_probe {
+    void **blocks;
+    size_t count;
+    bool heapless_at_first;      /* no heap of its own after its first frees */
+    bool heap_after;             /* one after all of them */
+    uint32_t bin_count, bin_limit, drained_limit;
+    uint32_t refilled_limit;     /* its bin's limit once it allocates the class */
+    const char *broken;          /* heap_check of its heap */
+};
+
+static void *free_only_elsewhere(void *arg)
+{
+    struct pass_probe *probe = arg;
+    unsigned c = size_class(64);
+    for (size_t i = 0; i < probe->count; i++) {
+        strata_free(probe->blocks[i]);
+        if (i == 0)
+            probe->heapless_at_first = thread_heap == &heap_empty;
+    }
+    struct heap *heap = thread_heap;
+    probe->heap_after = heap != &heap_empty;
+    if (!probe->heap_after)
+        return NULL;
+    probe->bin_count = bin_count(heap, &heap->bins[c]);
+    probe->bin_limit = bin_limit(heap, &heap->bins[c]);
+    probe->drained_limit = heap->bin_drained_limit[c];
+    probe->broken = heap_check(heap);
+    /* Allocating the class (what its bin holds, then a refill), the
+     * thread's bin takes its full limit back (grown, the refill coming
+     * after flushes). */
+    void *mine[BIN_PASS_MAX_BLOCKS + 1];
+    uint32_t held = probe->bin_count <= BIN_PASS_MAX_BLOCKS ? probe->bin_count : BIN_PASS_MAX_BLOCKS;
+    for (uint32_t i = 0; i <= held; i++)
+        mine[i] = strata_malloc(64);
+    probe->refilled_limit = bin_limit(heap, &heap->bins[c]);
+    for (uint32_t i = 0; i <= held; i++)
+        strata_free(mine[i]);
+    return NULL;
+}
+
+/* A thread that frees another's blocks without allocating takes a heap of
+ * its own after its first frees, and its bin of a class it does not
+ * allocate passes them on holding little (about BIN_PASS_BYTES of them),
+ * until it allocates the class; every block reaches its owner, counted,
+ * and is handed out again once. */
+static void test_pass_on_runs(void)
+{
+    struct heap *heap = own_heap();
+    enum { N = 1000 };
+    for (size_t i = 0; i < N; i++)
+        blocks[i] = strata_malloc(64);
+    uint32_t used_before = 0;
+    struct page *first_page = page_of(segment_of(blocks[0]), blocks[0]);
+    used_before = first_page->used;
+    struct pass_probe probe = {.blocks = blocks, .count = N};
+    pthread_t thread;
+    pthread_create(&thread, NULL, free_only_elsewhere, &probe);
+    pthread_join(thread, NULL);
+    CHECK(probe.heapless_at_first);
+    CHECK(probe.heap_after);
+    CHECK_CMP(probe.drained_limit, >, probe.bin_limit); /* its full limit, kept */
+    CHECK_CMP((size_t)probe.bin_limit * 64, <=, BIN_PASS_BYTES);
+    CHECK_CMP(probe.bin_limit, <=, BIN_PASS_MAX_BLOCKS);
+    CHECK_CMP(probe.bin_count, <=, probe.bin_limit);
+    CHECK_CMP(probe.refilled_limit, >=, probe.drained_limit); /* back, or grown by the refill */
+    CHECK(probe.broken == NULL);
+    if (probe.broken != NULL)
+        printf("the passing thread's heap: %s\n", probe.broken);
+    /* Every block back: taken from the remote lists, the first page's
+     * used count falls by its blocks that were freed. */
+    os_lock_take(&heap->lock);
+    heap_collect_remote(heap);
+    os_lock_give(&heap->lock);
+    size_t on_first = 0;
+    for (size_t i = 0; i < N; i++)
+        on_first += page_of(segment_of(blocks[i]), blocks[i]) == first_page;
+    if (first_page->in_use && first_page->class_index == size_class(64))
+        CHECK_CMP(first_page->used, <=, used_before - on_first);
+    CHECK_SOUND(heap_check(heap));
+    for (size_t i = 0; i < N; i++)
+        blocks[i] = strata_malloc(64);
+    size_t twice = 0;
+    for (size_t i = 0; i < N; i++)
+        for (size_t j = i + 1; j < N; j++)
+            twice += blocks[i] == blocks[j];
+    CHECK_CMP(twice, ==, 0);
+    for (size_t i = 0; i < N; i++)
+        strata_free(blocks[i]);
+    CHECK_SOUND(heap_check(heap));
+}
+
 /* A thread's refill that finds no free block of its own takes the free
  * blocks of an idle heap's available page: the block it hands out is of
  * that page, still the idle heap's, and both heaps stay sound. (The idle
@@ -939,6 +1031,7 @@ static const struct check_test tests[] = {
     {"refill_from_idle_heap", test_refill_from_idle_heap},
     {"heap_check_names", test_heap_check_names},
     {"own_segments", test_own_segments},
+    {"pass_on_runs", test_pass_on_runs},
     {"adaptive_bins", test_adaptive_bins},
     {"medium_blocks", test_medium_blocks},
     {"loop_at_flush", test_loop_at_flush},
