@@ -612,6 +612,22 @@ static void test_refill_prefers_available(void)
     CHECK_SOUND(heap_check(heap));
 }
 
+/* `count` blocks of `size` into blocks[]: none handed out twice; then
+ * freed, the heap sound. */
+static void check_handed_out_once(struct heap *heap, size_t count, size_t size)
+{
+    for (size_t i = 0; i < count; i++)
+        blocks[i] = strata_malloc(size);
+    size_t twice = 0;
+    for (size_t i = 0; i < count; i++)
+        for (size_t j = i + 1; j < count; j++)
+            twice += blocks[i] == blocks[j];
+    CHECK_CMP(twice, ==, 0);
+    for (size_t i = 0; i < count; i++)
+        strata_free(blocks[i]);
+    CHECK_SOUND(heap_check(heap));
+}
+
 struct remote_batch {
     void **blocks;
     size_t count;
@@ -691,16 +707,7 @@ static void test_remote_pages(void)
     os_lock_give(&heap->lock);
     CHECK_SOUND(heap_check(heap));
     /* Every block is handed out again, each once. */
-    for (size_t i = 0; i < N; i++)
-        blocks[i] = strata_malloc(3000);
-    size_t twice = 0;
-    for (size_t i = 0; i < N; i++)
-        for (size_t j = i + 1; j < N; j++)
-            twice += blocks[i] == blocks[j];
-    CHECK_CMP(twice, ==, 0);
-    for (size_t i = 0; i < N; i++)
-        strata_free(blocks[i]);
-    CHECK_SOUND(heap_check(heap));
+    check_handed_out_once(heap, N, 3000);
     /* A medium block's page has its one block on the list, and goes back
      * to its segment when the list is taken. */
     void *medium = strata_malloc(1 << 20);
@@ -825,16 +832,7 @@ static void test_pass_on_runs(void)
     if (first_page->in_use && first_page->class_index == size_class(64))
         CHECK_CMP(first_page->used, <=, used_before - on_first);
     CHECK_SOUND(heap_check(heap));
-    for (size_t i = 0; i < N; i++)
-        blocks[i] = strata_malloc(64);
-    size_t twice = 0;
-    for (size_t i = 0; i < N; i++)
-        for (size_t j = i + 1; j < N; j++)
-            twice += blocks[i] == blocks[j];
-    CHECK_CMP(twice, ==, 0);
-    for (size_t i = 0; i < N; i++)
-        strata_free(blocks[i]);
-    CHECK_SOUND(heap_check(heap));
+    check_handed_out_once(heap, N, 64);
 }
 
 /* A thread's refill that finds no free block of its own takes the free
