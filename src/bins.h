@@ -95,28 +95,21 @@ static STRATA_ALWAYS_INLINE bool bin_push(struct bin *bin, struct block *block)
     return (int32_t)(uint32_t)word >= 0;
 }
 
-/* The header of p's segment when the calling heap's own_segments names it
- * (heap.h): a segment the heap owns, or the empty entry's all-zero header
- * when p lies beside that (its slices carve nothing: bin_push_in_segment
- * refuses p); NULL otherwise. Checks: p's bits above SEGMENT_SHIFT are
- * those of its slot's entry, which only a header of a segment the heap
- * owns, or the empty one, ever is: that proves p a pointer into the
- * segment, with neither the segment map's look-up, the owner word's load
- * nor the header's colour. */
+/* The entry of p's slot in the calling heap's own_segments (heap.h): the
+ * header of a segment the heap owns, or the empty entry's all-zero header;
+ * never NULL. */
 static STRATA_ALWAYS_INLINE uintptr_t own_segment_entry(const struct heap *heap, const void *p)
 {
     return atomic_load_explicit(&heap->own_segments[own_segment_slot((uintptr_t)p)], memory_order_relaxed);
 }
 
+/* Whether p lies in the segment whose header is `entry`: p's bits above
+ * SEGMENT_SHIFT are the entry's. For the empty entry, p lies beside its
+ * all-zero header, whose slices carve nothing (bin_push_in_segment refuses
+ * p). */
 static STRATA_ALWAYS_INLINE bool own_segment_entry_holds(uintptr_t entry, const void *p)
 {
     return ((entry ^ (uintptr_t)p) >> SEGMENT_SHIFT) == 0;
-}
-
-static STRATA_ALWAYS_INLINE struct segment *own_segment_of(const struct heap *heap, const void *p)
-{
-    uintptr_t entry = own_segment_entry(heap, p);
-    return own_segment_entry_holds(entry, p) ? (struct segment *)entry : NULL;
 }
 
 /* A block of one of the calling heap's own segments into its bin: the bin,
@@ -139,12 +132,15 @@ static STRATA_ALWAYS_INLINE struct bin *bin_push_in_segment(struct heap *heap, s
 }
 
 /* The owner's inline free: a block of one of the calling heap's own
- * segments (own_segment_of) into its bin; the bin, its count raised, with
- * *full set when it is past its limit (the caller flushes it), or NULL when
- * p is not in one of the heap's own segments or not a block its page has
- * carved (the caller's slow path decides). Checks: own_segment_of's (one
- * branch: an entry is never NULL, so its match is the segment's test);
- * bin_push_in_segment's. */
+ * segments into its bin; the bin, its count raised, with *full set when it
+ * is past its limit (the caller flushes it), or NULL when p is not in one
+ * of the heap's own segments or not a block its page has carved (the
+ * caller's slow path decides). Checks: p lies in its slot's entry's
+ * segment (own_segment_entry_holds), which only a segment the heap owns,
+ * or the empty one, ever is: that proves p a pointer into the segment,
+ * with neither the segment map's look-up, the owner word's load nor the
+ * header's colour (one branch: an entry is never NULL, so its match is the
+ * segment's test); bin_push_in_segment's. */
 static STRATA_ALWAYS_INLINE struct bin *bin_push_own_segment(struct heap *heap, void *p, bool *full)
 {
     uintptr_t entry = own_segment_entry(heap, p);

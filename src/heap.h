@@ -106,11 +106,11 @@ struct heap {
      * segment's header, or own_segment_empty. A pointer whose bits above
      * SEGMENT_SHIFT are an entry's lies in a segment the heap owns, whose
      * header is the entry, with no segment map look-up, owner check or
-     * header colour to work out (bins.h, own_segment_of). Written by the owner's inline free when the
-     * full checks have passed (never in checked mode, whose owner word is
-     * tagged), cleared when a segment leaves the heap (segment.c, under
-     * the heap's lock, by the owner or the purger) and when the heap is
-     * given up or made. */
+     * header colour to work out (bins.h, bin_push_own_segment). Written by
+     * the owner's inline free when the full checks have passed (never in
+     * checked mode, whose owner word is tagged), cleared when a segment
+     * leaves the heap (segment.c, under the heap's lock, by the owner or
+     * the purger) and when the heap is given up or made. */
     _Atomic uintptr_t own_segments[OWN_SEGMENT_SLOTS];
     /* The entry naming no segment: an all-zero header, whose slices carve
      * nothing, so that a pointer beside it (within SEGMENT_SIZE) matches it

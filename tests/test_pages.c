@@ -913,6 +913,14 @@ static void test_heap_check_names(void)
     strata_free(held);
 }
 
+/* The header the heap's own segments give p's segment (a segment of its
+ * own, or the empty entry's header), NULL when p's entry does not hold p. */
+static struct segment *own_segment_of(const struct heap *heap, const void *p)
+{
+    uintptr_t entry = own_segment_entry(heap, p);
+    return own_segment_entry_holds(entry, p) ? (struct segment *)entry : NULL;
+}
+
 /* Whether the heap's own segments name p's segment (not the empty entry). */
 static bool names_own_segment(const struct heap *heap, const void *p)
 {
