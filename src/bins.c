@@ -22,11 +22,11 @@
  * Invariants (bins_check): a bin holds `count` blocks, at most `limit`,
  * between its class's base limit and BIN_MAX_BLOCKS (set aside in
  * bin_drained_limit, the bin's 0 or its pass limit, while its class
- * drains), the limits' growth summing to bin_growth; every one is a carved block of an in-use page of
- * its class, counted as used in that page (a page's class and carving do
- * not change while one of its blocks is out, so other heaps' blocks are
- * safe to hold); in checked mode bins have no room, so every call takes
- * the checked slow path. A block on a page's remote list is counted as
+ * drains), the limits' growth summing to bin_growth; every one is a
+ * carved block of an in-use page of its class, counted as used in that
+ * page (a page's class and carving do not change while one of its blocks
+ * is out, so other heaps' blocks are safe to hold); in checked mode bins
+ * have no room, so every call takes the checked slow path. A block on a page's remote list is counted as
  * used in its page until the owner takes the list; a page with remote
  * blocks is on the stack of the heap its first pusher found as owner; a
  * closed stack (REMOTE_CLOSED) takes no page. */

@@ -289,10 +289,11 @@ bool heap_medium_grow(void *block, size_t size);
 /* lifecycle.c: a heap given to a thread, parked, retired, trimmed */
 /* Gives the calling thread a heap (start-up done): with `take_parked`, the
  * newest one an exited thread parked, else a fresh one; NULL without
- * memory. (A thread whose first call is a free takes a fresh one: a parked
- * heap's memory is for a thread that allocates, and a parked heap retires
- * within the purge delay, where a taken one holds its segments for as long
- * as its new thread lives.) */
+ * memory. (An allocation takes a parked one; a thread that frees others'
+ * blocks without allocating takes a fresh one (alloc.c,
+ * FREES_BEFORE_HEAP): a parked heap's memory is for a thread that
+ * allocates, and a parked heap retires within the purge delay, where a
+ * taken one holds its segments for as long as its new thread lives.) */
 STRATA_NOINLINE struct heap *heap_acquire(bool take_parked);
 /* The calling thread's exit (its key's destructor, given the heap): parks
  * the heap for the next thread, or gives it up at once without a purger or
