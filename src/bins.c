@@ -8,12 +8,13 @@
  * cache; anything else goes to its owner: the owner's own page at once, or
  * the page's remote list, which the owner (or the purger, for an idle
  * owner) takes whole, or an exited thread's abandoned segment (segment.c).
- * A flush sends another heap's blocks to a page's remote list in runs, the
- * blocks of one page that follow each other in the bin linked first and
- * pushed with one compare-and-swap; a class the thread does not allocate
- * (every class, until its first refill) keeps a bin of BIN_PASS_BYTES,
- * flushed whole, so that a consumer thread holds little of others' memory
- * and still passes it on a run at a time.
+ * A flush sends blocks home in runs, the blocks of one page that follow
+ * each other in the bin, linked as the bin had them: spliced into the
+ * heap's own page's free list at once, or pushed onto another heap's
+ * page's remote list with one compare-and-swap; a class the thread does
+ * not allocate (every class, until its first refill) keeps a bin of
+ * BIN_PASS_BYTES, flushed whole, so that a consumer thread holds little of
+ * others' memory and still passes it on a run at a time.
  * A bin is its owner's alone, touched by no lock; what lies behind it (the
  * pages' free lists, the current and available pages, the stack of pages
  * with remote frees) is touched only under the heap's lock, which a refill
@@ -375,55 +376,59 @@ void *heap_bin_refill(struct heap *heap, unsigned class_index)
     return block;
 }
 
-/* Takes `count` blocks of a bin's list, from `block` on, into `taken`.
- * Taking one twice (a block freed again while still in the bin loops the
- * list) is reported, and so is a list that ends early or runs on, before
- * any page counts one back. */
-static void blocks_take(struct block *block, uint32_t count, struct block **taken)
+/* Walks `count` blocks of a bin's list, from `block` on, into `taken`,
+ * each link checked (block_next): a list that ends early or runs on (a
+ * loop, which never reaches the end) is reported before any page counts
+ * one back. The blocks stay linked as the bin had them, so that a run of
+ * one page's blocks goes back as the chain it already is. */
+static void blocks_walk(struct block *block, uint32_t count, struct block **taken)
 {
     strata_assert_cmp(count, <=, BIN_MAX_BLOCKS + 1);
     for (uint32_t i = 0; i < count; i++) {
         if (unlikely(block == NULL))
             report_fatal("double free or write after free (a thread cache lost count)",
                          i ? taken[i - 1] : NULL);
-        struct block *next = block_next(block); /* reports a block taken twice */
-        block_take(block);
         taken[i] = block;
-        block = next;
+        block = block_next(block);
     }
     if (unlikely(block != NULL))
         report_fatal("double free or write after free (a thread cache's list runs on)", block);
 }
 
-/* Blocks taken from a bin go back to their pages: the heap's own here,
- * other heaps' to their owners. Returns how many were the heap's (heap
- * lock held). */
+/* Whether block b lies in `page` (of `segment`), where block a does: at
+ * once when the two share a slice, which lies in one page. */
+static inline bool blocks_share_page(struct segment *segment, struct page *page, const struct block *a,
+                                     const struct block *b)
+{
+    if ((((uintptr_t)a ^ (uintptr_t)b) >> SLICE_SHIFT) == 0)
+        return true;
+    return segment_of(b) == segment && page_of(segment, b) == page;
+}
+
+/* Blocks walked from a bin (blocks_walk, each linked to the next) go back
+ * to their pages, a run of one page's blocks that follow each other at a
+ * time: the heap's own spliced into the page's free list, other heaps'
+ * pushed onto the page's remote list with one compare-and-swap (a live
+ * owner's). Returns how many were the heap's (heap lock held). */
 static uint32_t blocks_to_pages(struct heap *heap, struct block **taken, uint32_t count)
 {
     uint32_t own = 0;
     for (uint32_t i = 0; i < count;) {
         struct segment *segment = segment_of(taken[i]);
         struct page *page = page_of(segment, taken[i]);
+        uint32_t run = 1;
+        while (i + run < count && blocks_share_page(segment, page, taken[i], taken[i + run]))
+            run++;
         uintptr_t owner = atomic_load_explicit(&segment->owner, memory_order_acquire);
         if (owner == heap->owner_word) {
-            page_free_block(heap, page, taken[i++]);
-            own++;
-            continue;
-        }
-        /* Another heap's: the run of the page's blocks that follow in the
-         * bin goes as one chain (a live owner's), with one compare-and-swap
-         * of the page's remote word. The bin's blocks were each shown
-         * carved when they were freed into it. */
-        uint32_t run = 1;
-        while (i + run < count && segment_of(taken[i + run]) == segment &&
-               page_of(segment, taken[i + run]) == page)
-            run++;
-        if (owner == OWNER_ABANDONED) {
+            page_free_run(heap, page, taken[i], taken[i + run - 1], run);
+            own += run;
+        } else if (owner == OWNER_ABANDONED) {
             for (uint32_t k = 0; k < run; k++)
                 free_to_owner(page, taken[i + k]);
         } else {
-            for (uint32_t k = 0; k + 1 < run; k++)
-                block_set_next(taken[i + k], taken[i + k + 1]);
+            /* The bin's blocks were each shown carved when they were freed
+             * into it. */
             remote_push((struct heap *)(owner & ~OWNER_TAGS), page, taken[i], taken[i + run - 1], run);
         }
         i += run;
@@ -445,7 +450,14 @@ void heap_bin_flush(struct heap *heap, struct bin *bin)
         bin_set_count(heap, bin, 0);
         os_lock_take(&heap->lock);
         heap_note_slow_call(heap);
-        uint32_t own = blocks_to_pages(heap, &block, 1);
+        /* Only the heap's own blocks reach a bin of limit 0 (bins.h,
+         * bin_keep_carved): the owner word confirms it. */
+        struct segment *segment = segment_of(block);
+        uint32_t own = 1;
+        if (likely(atomic_load_explicit(&segment->owner, memory_order_relaxed) == heap->owner_word))
+            page_free_block(heap, page_of(segment, block), block);
+        else
+            own = blocks_to_pages(heap, &block, 1);
         counters_bytes_out(-(long)own * (long)class_size[c]);
         os_lock_give(&heap->lock);
         return;
@@ -491,7 +503,7 @@ static uint32_t bin_trim(struct heap *heap, struct bin *bin, uint32_t keep)
     /* The rest is taken before the list is cut after `cut`: a loop in the
      * list then shows in the rest, whichever blocks it goes through. */
     struct block *taken[BIN_MAX_BLOCKS + 1];
-    blocks_take(rest, moved, taken);
+    blocks_walk(rest, moved, taken);
     if (keep)
         block_set_next(cut, NULL);
     else
@@ -512,7 +524,7 @@ void bins_flush_all(struct heap *heap)
         bin->head = NULL;
         bin_set_count(heap, bin, 0);
         struct block *taken[BIN_MAX_BLOCKS + 1];
-        blocks_take(block, count, taken);
+        blocks_walk(block, count, taken);
         blocks_to_pages(heap, taken, count);
     }
 }

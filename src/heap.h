@@ -276,6 +276,11 @@ void heap_purge_dirty(struct heap *heap);
 /* pages.c: a heap's pages */
 /* Returns a block to its page, in the heap that owns it (heap lock held). */
 void page_free_block(struct heap *heap, struct page *page, struct block *block);
+/* A run of `count` carved small blocks of the page, first..last, linked
+ * to each other as a list (last's link is rewritten), joins its free list
+ * with one update of the page (heap lock held): a bin's flush of blocks
+ * that follow each other in the bin. */
+void page_free_run(struct heap *heap, struct page *page, struct block *first, struct block *last, uint32_t count);
 /* A page's remote list of `count` blocks, from `list` to `tail`, taken
  * whole, joins its free list (heap lock held). */
 void page_take_remote(struct heap *heap, struct page *page, struct block *list, struct block *tail, uint32_t count);

@@ -56,6 +56,23 @@ static void page_blocks_back(struct heap *heap, struct page *page)
     }
 }
 
+/* A chain of `count` small blocks of the page, first..last, linked (last's
+ * link is rewritten), joins its free list. */
+static inline void page_splice_free(struct heap *heap, struct page *page, struct block *first, struct block *last,
+                                    uint32_t count)
+{
+    strata_assert_cmp(page->used, >=, count);
+    struct block *head = page->free;
+    if (unlikely(head == first))
+        report_fatal("double free", first);
+    block_set_next(last, head);
+    page->free = first;
+    counter_set(&page->used, page->used - count); /* the caller accounts the bytes (counters_bytes_out), in batches */
+    if (likely(head != NULL && page->used != 0))
+        return;
+    page_blocks_back(heap, page);
+}
+
 void page_free_block(struct heap *heap, struct page *page, struct block *block)
 {
     if (unlikely(!page->in_use))
@@ -66,16 +83,14 @@ void page_free_block(struct heap *heap, struct page *page, struct block *block)
         page_give_back(heap, page);
         return;
     }
-    strata_assert_cmp(page->used, >, 0);
-    struct block *head = page->free;
-    if (unlikely(head == block))
-        report_fatal("double free", block);
-    block_set_next(block, head);
-    page->free = block;
-    counter_set(&page->used, page->used - 1); /* the caller accounts the bytes (counters_bytes_out), in batches */
-    if (likely(head != NULL && page->used != 0))
-        return;
-    page_blocks_back(heap, page);
+    page_splice_free(heap, page, block, block, 1);
+}
+
+void page_free_run(struct heap *heap, struct page *page, struct block *first, struct block *last, uint32_t count)
+{
+    if (unlikely(!page->in_use || page->class_index == CLASS_MEDIUM || count > page->used))
+        report_fatal("double free (more blocks came back to a page than it handed out)", first);
+    page_splice_free(heap, page, first, last, count);
 }
 
 void page_take_remote(struct heap *heap, struct page *page, struct block *list, struct block *tail, uint32_t count)

@@ -387,6 +387,72 @@ static void test_bin_flush(void)
     CHECK_SOUND(heap_check(heap));
 }
 
+/* How many times the list from `head` meets p, in at most `limit` links. */
+static size_t times_listed(struct block *head, const void *p, size_t limit)
+{
+    size_t found = 0;
+    for (size_t steps = 0; head != NULL && steps < limit; steps++, head = block_next(head))
+        found += (const void *)head == p;
+    return found;
+}
+
+static void check_handed_out_once(struct heap *heap, size_t count, size_t size);
+
+/* A flush gives the bin's blocks back a run at a time (the blocks of one
+ * page that follow each other in the bin, spliced whole): freed in runs of
+ * 1 to 4 blocks of one page, pages taken in turn, every freed block ends
+ * up once in the bin or on its own page's free list, the heap sound. */
+static void test_flush_runs(void)
+{
+    struct heap *heap = own_heap();
+    unsigned c = size_class(1024);
+    struct bin *bin = &heap->bins[c];
+    enum { PAGES = 3 };
+    size_t total = 0;
+    for (; total < COUNT; total++) {
+        blocks[total] = strata_malloc(1024);
+        if (page_of(segment_of(blocks[total]), blocks[total]) !=
+            page_of(segment_of(blocks[0]), blocks[0]))
+            break;
+    }
+    size_t per_page = total;
+    for (; total < per_page * PAGES; total++)
+        blocks[total] = strata_malloc(1024);
+    while (bin_count(heap, bin) > 0) /* the bin empty: the flush moves known blocks */
+        blocks[total++] = strata_malloc(1024);
+    uint32_t limit = bin_limit(heap, bin); /* refilled: its full limit, not the pass limit */
+    CHECK_CMP((size_t)limit + 1, <=, per_page * PAGES);
+    /* blocks[page * per_page + k] is block k of page `page`: freed in runs
+     * of 1, 2, 3, 4 blocks of one page, the pages in turn. */
+    void *order[COUNT];
+    size_t next[PAGES] = {0}, freed = 0;
+    for (size_t run = 0; freed <= limit; run++) {
+        size_t page = run % PAGES, length = 1 + run % 4;
+        for (size_t k = 0; k < length && freed <= limit && next[page] < per_page; k++)
+            order[freed++] = blocks[page * per_page + next[page]++];
+    }
+    CHECK_CMP(freed, ==, (size_t)limit + 1);
+    for (size_t i = 0; i < freed; i++)
+        strata_free(order[i]);
+    CHECK_CMP(bin_count(heap, bin), ==, limit / 2); /* one flush */
+    CHECK_SOUND(heap_check(heap));
+    size_t once = 0;
+    for (size_t i = 0; i < freed; i++) {
+        struct page *page = page_of(segment_of(order[i]), order[i]);
+        once += times_listed(bin->head, order[i], BIN_MAX_BLOCKS) + times_listed(page->free, order[i], page->reserved) == 1;
+    }
+    CHECK_CMP(once, ==, freed);
+    for (size_t i = 0; i < total; i++) {
+        bool was_freed = false;
+        for (size_t j = 0; j < freed; j++)
+            was_freed |= blocks[i] == order[j];
+        if (!was_freed)
+            strata_free(blocks[i]);
+    }
+    CHECK_SOUND(heap_check(heap));
+    check_handed_out_once(heap, per_page * PAGES, 1024);
+}
+
 /* A class whose frees outrun its allocations, flush after flush, drains:
  * its bin goes back whole and its frees go to their pages, which empty and
  * go back to their segment, none held by a block left in the bin, and the
@@ -1026,6 +1092,7 @@ static const struct check_test tests[] = {
     {"free_to_bin", test_free_to_bin},
     {"sample_countdown", test_sample_countdown},
     {"bin_flush", test_bin_flush},
+    {"flush_runs", test_flush_runs},
     {"bin_drain", test_bin_drain},
     {"empty_pages", test_empty_pages},
     {"purge_delay", test_purge_delay},
