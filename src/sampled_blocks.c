@@ -343,24 +343,26 @@ void *sampled_block_alloc(size_t size, size_t alignment, bool zero, const struct
     char *slot = cache != NULL ? cache_take(cache, pages, &slot_pages, &zeroed) : NULL;
     bool reused = slot != NULL;
     char *block = NULL;
+    size_t usable = 0;
     if (reused) {
         block = block_made(slot, slot_pages, size, align, sample);
-        live_count(cache, 1, (long)usable_of(header_of(block)));
+        usable = usable_of(header_of(block));
+        live_count(cache, 1, (long)usable);
     } else {
         os_lock_take_spinning(&sampled_lock);
         slot = reuse(pages, &zeroed);
         reused = slot != NULL;
         if (!reused)
             slot = carve(base, slot_bytes(pages));
-        if (slot != NULL)
+        if (slot != NULL) {
             block = block_made(slot, pages, size, align, sample);
-        if (block != NULL)
-            live_count(cache, 1, (long)usable_of(header_of(block)));
+            usable = usable_of(header_of(block));
+            live_count(cache, 1, (long)usable);
+        }
         os_lock_give(&sampled_lock);
         if (block == NULL)
             return NULL;
     }
-    size_t usable = usable_of(header_of(block));
     if (zero && reused && !zeroed) /* a fresh slot's pages are zero; a reused one's need not be */
         memset(block, 0, size);
     counters_bytes_out((long)usable);
