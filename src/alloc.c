@@ -237,9 +237,18 @@ void free_elsewhere(void *p)
         free_slow(p);
         return;
     }
+    /* The owner word read once for both cases: the heap's own block into
+     * its bin, or another live heap's kept in the caller's bin (bins.h),
+     * unless the purger waits to be started (free_segment_slow's work). */
     struct heap *heap = thread_heap;
+    struct segment *segment = segment_of(p);
+    uintptr_t owner = atomic_load_explicit(&segment->owner, memory_order_acquire);
     bool full;
-    struct bin *bin = bin_push_own(heap, p, &full);
+    struct bin *bin = NULL;
+    if (likely(owner == (uintptr_t)heap))
+        bin = bin_push_owned(heap, segment, p, &full);
+    else if (likely(atomic_load_explicit(&purger_request, memory_order_relaxed) != PURGER_REQUESTED))
+        bin = bin_push_foreign(heap, segment, p, owner, &full);
     if (bin == NULL)
         free_segment_slow(p);
     else if (unlikely(full))

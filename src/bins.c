@@ -451,7 +451,7 @@ void heap_bin_flush(struct heap *heap, struct bin *bin)
         os_lock_take(&heap->lock);
         heap_note_slow_call(heap);
         /* Only the heap's own blocks reach a bin of limit 0 (bins.h,
-         * bin_keep_carved): the owner word confirms it. */
+         * bin_push_foreign): the owner word confirms it. */
         struct segment *segment = segment_of(block);
         uint32_t own = 1;
         if (likely(atomic_load_explicit(&segment->owner, memory_order_relaxed) == heap->owner_word))
@@ -530,38 +530,6 @@ void bins_flush_all(struct heap *heap)
 }
 
 /* ---- another heap's blocks ------------------------------------------------ */
-/* Keeps another heap's carved small block (heap_free_block has shown it
- * one, from the segment's owner word and the block's slice) in the calling
- * heap's bin of its class, where it stays counted as used in its page: the
- * caller hands it out again while it is warm in its cache, or gives it to
- * its owner when the bin overflows. False, doing nothing, when the bin may
- * not keep it: an exited thread's block (given up, or parked where the
- * caller does not allocate the class), or checked mode (no room in bins).
- * Neither reads the page's record, whose line its owner writes at every
- * refill and flush (on the server workload that read was a cross-core miss
- * at every other free). The slice's carved key is as safe to read there as
- * for the owner: the carve that covered a block happened before its
- * hand-out, which happened before the program passed it to this thread; a
- * stale key can only be lower, and sends a pointer to the full check. */
-static inline bool bin_keep_carved(struct heap *self, struct block *block, uintptr_t owner, unsigned class_index)
-{
-    /* A live heap's word has neither bit (heaps are aligned): one test
-     * lets its blocks by. A given-up heap's block never stays; a parked
-     * heap's only where this thread will hand it out again: kept in the bin
-     * of a class the thread does not allocate, it would hold the heap's
-     * page, and so its segment, for as long as the thread lives (its blocks
-     * go to the heap's remote list instead, which the purger collects). */
-    if (self->bin_limit[class_index] == 0)
-        return false;
-    if (unlikely(owner & (OWNER_ABANDONED | OWNER_PARKED_TAG)) &&
-        (owner == OWNER_ABANDONED || !(self->bin_use[class_index] & BIN_REFILLED_LATELY)))
-        return false;
-    struct bin *bin = &self->bins[class_index];
-    if (bin_push(bin, block))
-        heap_bin_flush(self, bin);
-    return true;
-}
-
 /* Free already: on a list of its owner (a bin, a page, the remote list),
  * in another heap's bin, or on an exited thread's segment; else to its own
  * page, its owner's remote list or its abandoned segment. */
@@ -575,22 +543,23 @@ static void free_unkept(struct page *page, struct block *block)
 void heap_free_block(void *p)
 {
     struct segment *segment = segment_of(p);
-    uint32_t offset = (uint32_t)((uintptr_t)p & SEGMENT_MASK);
-    const struct slice *slice = &segment->slices[offset >> SLICE_SHIFT];
-    unsigned class_index = slice->class_index;
     /* Acquire: free_to_owner's order against a heap being given up. */
     uintptr_t owner = atomic_load_explicit(&segment->owner, memory_order_acquire);
     struct heap *self = thread_heap;
-    if (likely(class_index < CLASS_COUNT && owner != self->owner_word &&
+    bool full;
+    struct bin *bin = bin_push_foreign(self, segment, p, owner, &full);
+    if (bin != NULL) {
+        if (unlikely(full))
+            heap_bin_flush(self, bin);
+        return;
+    }
+    uint32_t offset = (uint32_t)((uintptr_t)p & SEGMENT_MASK);
+    const struct slice *slice = &segment->slices[offset >> SLICE_SHIFT];
+    if (likely(slice->class_index < CLASS_COUNT && owner != self->owner_word &&
                slice_holds_block_any_thread(slice, offset))) {
-        /* Another heap's carved small block: cached when the bin may keep
-         * it, its two words read first (bin_push) as the owner's own inline
-         * free reads them, so that a second free of it is reported there,
-         * whichever list holds it. The read is a miss where the program
-         * left the block cold (docs/design.md, issue 35's section). */
+        /* Another heap's carved small block that the bin may not keep: to
+         * its owner, its two words read first as bin_push reads them. */
         struct block *block = p;
-        if (bin_keep_carved(self, block, owner, class_index))
-            return;
         if (unlikely(block_is_free(block)))
             report_fatal("double free", block);
         free_to_owner_from(&segment->pages[slice->page_slice], block, owner, true);

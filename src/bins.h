@@ -159,16 +159,69 @@ static STRATA_ALWAYS_INLINE struct bin *bin_push_own_segment(struct heap *heap, 
  * tagged), and the segment then joins the heap's own_segments;
  * bin_push_in_segment's (only the owner carves, so only the owner reads
  * the carved key inline). */
+/* bin_push_own for a segment whose owner word the caller has read as the
+ * heap's own. */
+static STRATA_ALWAYS_INLINE struct bin *bin_push_owned(struct heap *heap, struct segment *segment, void *p,
+                                                      bool *full)
+{
+    atomic_store_explicit(&heap->own_segments[own_segment_slot((uintptr_t)p)], (uintptr_t)segment,
+                          memory_order_relaxed);
+    return bin_push_in_segment(heap, segment, p, full);
+}
+
 static STRATA_ALWAYS_INLINE struct bin *bin_push_own(struct heap *heap, void *p, bool *full)
 {
     struct segment *segment = segment_of(p);
     uintptr_t owner = atomic_load_explicit(&segment->owner, memory_order_relaxed);
-    if (likely(owner == (uintptr_t)heap)) {
-        atomic_store_explicit(&heap->own_segments[own_segment_slot((uintptr_t)p)], (uintptr_t)segment,
-                              memory_order_relaxed);
-        return bin_push_in_segment(heap, segment, p, full);
-    }
+    if (likely(owner == (uintptr_t)heap))
+        return bin_push_owned(heap, segment, p, full);
     return NULL;
+}
+
+/* Another live heap's carved small block, freed by the calling thread,
+ * kept in the caller's bin of its class, where it stays counted as used in
+ * its page: the caller hands it out again while it is warm in its cache,
+ * or gives it to its owner when the bin overflows. The bin, its count
+ * raised, with *full set when it is past its limit (the caller flushes
+ * it), or NULL, doing nothing, when the block is not one to keep: not
+ * another heap's carved small block (`owner` is the segment's owner word,
+ * loaded with acquire), or the bin may not keep it: an exited thread's
+ * block (given up, or parked where the caller does not allocate the
+ * class), or checked mode and a heapless thread (no room in their bins).
+ * Neither reads the page's record, whose line its owner writes at every
+ * refill and flush (on the server workload that read was a cross-core miss
+ * at every other free). The slice's carved key is as safe to read there as
+ * for the owner: the carve that covered a block happened before its
+ * hand-out, which happened before the program passed it to this thread; a
+ * stale key can only be lower, and sends a pointer to the full check.
+ * Checks: the slice's class is a small one and its carved key covers the
+ * block's start (slice_holds_block_any_thread); bin_push's, whose read of
+ * the block's two words reports a second free of it whichever list holds
+ * it (a miss where the program left the block cold: docs/design.md, issue
+ * 35's section). */
+static STRATA_ALWAYS_INLINE struct bin *bin_push_foreign(struct heap *self, struct segment *segment, void *p,
+                                                        uintptr_t owner, bool *full)
+{
+    uint32_t offset = (uint32_t)((uintptr_t)p & SEGMENT_MASK);
+    const struct slice *slice = &segment->slices[offset >> SLICE_SHIFT];
+    unsigned class_index = slice->class_index;
+    if (unlikely(class_index >= CLASS_COUNT || owner == self->owner_word ||
+                 !slice_holds_block_any_thread(slice, offset)))
+        return NULL;
+    /* A live heap's word has neither bit (heaps are aligned): one test
+     * lets its blocks by. A given-up heap's block never stays; a parked
+     * heap's only where this thread will hand it out again: kept in the bin
+     * of a class the thread does not allocate, it would hold the heap's
+     * page, and so its segment, for as long as the thread lives (its blocks
+     * go to the heap's remote list instead, which the purger collects). */
+    if (self->bin_limit[class_index] == 0)
+        return NULL;
+    if (unlikely(owner & (OWNER_ABANDONED | OWNER_PARKED_TAG)) &&
+        (owner == OWNER_ABANDONED || !(self->bin_use[class_index] & BIN_REFILLED_LATELY)))
+        return NULL;
+    struct bin *bin = &self->bins[class_index];
+    *full = bin_push(bin, p);
+    return bin;
 }
 
 /* ---- bins.c: refills, flushes and frees from anywhere -------------------- */
