@@ -27,8 +27,9 @@
  * carved block of an in-use page of its class, counted as used in that
  * page (a page's class and carving do not change while one of its blocks
  * is out, so other heaps' blocks are safe to hold); in checked mode bins
- * have no room, so every call takes the checked slow path. A block on a page's remote list is counted as
- * used in its page until the owner takes the list; a page with remote
+ * have no room, so every call takes the checked slow path. A block on a
+ * page's remote list is counted as used in its page until the owner takes
+ * the list; a page with remote
  * blocks is on the stack of the heap its first pusher found as owner; a
  * closed stack (REMOTE_CLOSED) takes no page. */
 #include "bins.h"
@@ -546,19 +547,17 @@ void heap_free_block(void *p)
     /* Acquire: free_to_owner's order against a heap being given up. */
     uintptr_t owner = atomic_load_explicit(&segment->owner, memory_order_acquire);
     struct heap *self = thread_heap;
-    bool full;
-    struct bin *bin = bin_push_foreign(self, segment, p, owner, &full);
-    if (bin != NULL) {
-        if (unlikely(full))
-            heap_bin_flush(self, bin);
-        return;
-    }
-    uint32_t offset = (uint32_t)((uintptr_t)p & SEGMENT_MASK);
-    const struct slice *slice = &segment->slices[offset >> SLICE_SHIFT];
-    if (likely(slice->class_index < CLASS_COUNT && owner != self->owner_word &&
-               slice_holds_block_any_thread(slice, offset))) {
-        /* Another heap's carved small block that the bin may not keep: to
-         * its owner, its two words read first as bin_push reads them. */
+    const struct slice *slice = foreign_carved_slice(self, segment, p, owner);
+    if (likely(slice != NULL)) {
+        bool full;
+        struct bin *bin = bin_keep_foreign(self, slice->class_index, p, owner, &full);
+        if (bin != NULL) {
+            if (unlikely(full))
+                heap_bin_flush(self, bin);
+            return;
+        }
+        /* One the bin may not keep: to its owner, its two words read first
+         * as bin_push reads them. */
         struct block *block = p;
         if (unlikely(block_is_free(block)))
             report_fatal("double free", block);

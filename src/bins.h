@@ -149,6 +149,16 @@ static STRATA_ALWAYS_INLINE struct bin *bin_push_own_segment(struct heap *heap, 
     return NULL;
 }
 
+/* bin_push_own (below) for a segment whose owner word the caller has read
+ * as the heap's own. */
+static STRATA_ALWAYS_INLINE struct bin *bin_push_owned(struct heap *heap, struct segment *segment, void *p,
+                                                      bool *full)
+{
+    atomic_store_explicit(&heap->own_segments[own_segment_slot((uintptr_t)p)], (uintptr_t)segment,
+                          memory_order_relaxed);
+    return bin_push_in_segment(heap, segment, p, full);
+}
+
 /* The local-or-elsewhere decision of every free, made here once: a block
  * of the calling heap's own pages goes into its bin; the bin, its count
  * raised, with *full set when it is past its limit (the caller flushes
@@ -159,16 +169,6 @@ static STRATA_ALWAYS_INLINE struct bin *bin_push_own_segment(struct heap *heap, 
  * tagged), and the segment then joins the heap's own_segments;
  * bin_push_in_segment's (only the owner carves, so only the owner reads
  * the carved key inline). */
-/* bin_push_own for a segment whose owner word the caller has read as the
- * heap's own. */
-static STRATA_ALWAYS_INLINE struct bin *bin_push_owned(struct heap *heap, struct segment *segment, void *p,
-                                                      bool *full)
-{
-    atomic_store_explicit(&heap->own_segments[own_segment_slot((uintptr_t)p)], (uintptr_t)segment,
-                          memory_order_relaxed);
-    return bin_push_in_segment(heap, segment, p, full);
-}
-
 static STRATA_ALWAYS_INLINE struct bin *bin_push_own(struct heap *heap, void *p, bool *full)
 {
     struct segment *segment = segment_of(p);
@@ -176,6 +176,43 @@ static STRATA_ALWAYS_INLINE struct bin *bin_push_own(struct heap *heap, void *p,
     if (likely(owner == (uintptr_t)heap))
         return bin_push_owned(heap, segment, p, full);
     return NULL;
+}
+
+/* The slice of p when p is another heap's carved small block (`owner`,
+ * the segment's owner word, is not the heap's): the slice's class is a
+ * small one and its carved key covers p (slice_holds_block_any_thread);
+ * NULL otherwise. */
+static STRATA_ALWAYS_INLINE const struct slice *foreign_carved_slice(const struct heap *self,
+                                                                     struct segment *segment, const void *p,
+                                                                     uintptr_t owner)
+{
+    uint32_t offset = (uint32_t)((uintptr_t)p & SEGMENT_MASK);
+    const struct slice *slice = &segment->slices[offset >> SLICE_SHIFT];
+    if (unlikely(slice->class_index >= CLASS_COUNT || owner == self->owner_word ||
+                 !slice_holds_block_any_thread(slice, offset)))
+        return NULL;
+    return slice;
+}
+
+/* Another heap's carved small block of class class_index into the
+ * caller's bin, if the bin may keep it (bin_push_foreign, below). */
+static STRATA_ALWAYS_INLINE struct bin *bin_keep_foreign(struct heap *self, unsigned class_index, void *p,
+                                                        uintptr_t owner, bool *full)
+{
+    /* A live heap's word has neither bit (heaps are aligned): one test
+     * lets its blocks by. A given-up heap's block never stays; a parked
+     * heap's only where this thread will hand it out again: kept in the bin
+     * of a class the thread does not allocate, it would hold the heap's
+     * page, and so its segment, for as long as the thread lives (its blocks
+     * go to the heap's remote list instead, which the purger collects). */
+    if (self->bin_limit[class_index] == 0)
+        return NULL;
+    if (unlikely(owner & (OWNER_ABANDONED | OWNER_PARKED_TAG)) &&
+        (owner == OWNER_ABANDONED || !(self->bin_use[class_index] & BIN_REFILLED_LATELY)))
+        return NULL;
+    struct bin *bin = &self->bins[class_index];
+    *full = bin_push(bin, p);
+    return bin;
 }
 
 /* Another live heap's carved small block, freed by the calling thread,
@@ -194,34 +231,16 @@ static STRATA_ALWAYS_INLINE struct bin *bin_push_own(struct heap *heap, void *p,
  * for the owner: the carve that covered a block happened before its
  * hand-out, which happened before the program passed it to this thread; a
  * stale key can only be lower, and sends a pointer to the full check.
- * Checks: the slice's class is a small one and its carved key covers the
- * block's start (slice_holds_block_any_thread); bin_push's, whose read of
- * the block's two words reports a second free of it whichever list holds
- * it (a miss where the program left the block cold: docs/design.md, issue
- * 35's section). */
+ * Checks: foreign_carved_slice's; bin_push's, whose read of the block's
+ * two words reports a second free of it whichever list holds it (a miss
+ * where the program left the block cold: docs/design.md, issue 35's
+ * section). heap_free_block calls its two parts itself, to send a block
+ * the bin may not keep to its owner. */
 static STRATA_ALWAYS_INLINE struct bin *bin_push_foreign(struct heap *self, struct segment *segment, void *p,
                                                         uintptr_t owner, bool *full)
 {
-    uint32_t offset = (uint32_t)((uintptr_t)p & SEGMENT_MASK);
-    const struct slice *slice = &segment->slices[offset >> SLICE_SHIFT];
-    unsigned class_index = slice->class_index;
-    if (unlikely(class_index >= CLASS_COUNT || owner == self->owner_word ||
-                 !slice_holds_block_any_thread(slice, offset)))
-        return NULL;
-    /* A live heap's word has neither bit (heaps are aligned): one test
-     * lets its blocks by. A given-up heap's block never stays; a parked
-     * heap's only where this thread will hand it out again: kept in the bin
-     * of a class the thread does not allocate, it would hold the heap's
-     * page, and so its segment, for as long as the thread lives (its blocks
-     * go to the heap's remote list instead, which the purger collects). */
-    if (self->bin_limit[class_index] == 0)
-        return NULL;
-    if (unlikely(owner & (OWNER_ABANDONED | OWNER_PARKED_TAG)) &&
-        (owner == OWNER_ABANDONED || !(self->bin_use[class_index] & BIN_REFILLED_LATELY)))
-        return NULL;
-    struct bin *bin = &self->bins[class_index];
-    *full = bin_push(bin, p);
-    return bin;
+    const struct slice *slice = foreign_carved_slice(self, segment, p, owner);
+    return slice != NULL ? bin_keep_foreign(self, slice->class_index, p, owner, full) : NULL;
 }
 
 /* ---- bins.c: refills, flushes and frees from anywhere -------------------- */
