@@ -450,13 +450,20 @@ static inline bool page_surely_carved(const struct page *page, const void *p)
 }
 
 /* The usable size of a block in a segment, 0 when its page holds no class
- * (inline: realloc asks it at every step of a string grown in place). */
+ * (inline: realloc asks it at every step of a string grown in place, and
+ * redis at every allocation and free). A small block's is its slice's
+ * class's size: the slice's line, which its free reads too, and no page
+ * header; a medium block's, or none, is its page's. */
 static inline size_t small_usable_size(const void *p)
 {
-    struct page *page = page_of(segment_of(p), p);
-    if (unlikely(page->class_index == CLASS_MEDIUM) && (const char *)p != page->start)
-        return 0; /* inside a medium block */
-    return page->in_use ? page->block_size : 0;
+    struct segment *segment = segment_of(p);
+    unsigned class_index = segment->slices[slice_of(p)].class_index;
+    if (likely(class_index < CLASS_COUNT))
+        return class_size[class_index];
+    struct page *page = page_of(segment, p);
+    if (class_index != CLASS_MEDIUM || !page->in_use || (const char *)p != page->start)
+        return 0; /* a free slice, or inside a medium block */
+    return page->block_size;
 }
 
 #endif /* STRATA_LAYOUT_H */

@@ -237,6 +237,10 @@ static void test_medium_blocks(void)
     CHECK_SOUND(heap_check(heap));
     strata_free(q);
     CHECK_SOUND(heap_check(heap));
+    /* Its slices are free again: no block there has a usable size. */
+    CHECK_CMP(segment->slices[slice_of(q)].class_index, ==, CLASS_NONE);
+    CHECK_CMP(strata_usable_size(q), ==, 0);
+    CHECK_CMP(strata_usable_size(q + SLICE_SIZE), ==, 0);
 
     /* A loop of medium blocks maps nothing once its slices are resident,
      * and calloc zeroes what the last block left. */
