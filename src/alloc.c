@@ -211,20 +211,21 @@ static STRATA_TLS uint32_t frees_without_heap;
 
 void free_segment_slow(void *p)
 {
-    /* A thread that frees others' blocks without allocating (a consumer)
-     * takes a heap of its own at its FREES_BEFORE_HEAP-th free, a fresh
-     * one, so that the blocks it frees pass through its bins to their
-     * owners in runs of a page each, one compare-and-swap a run (bins.c: a
-     * class it does not allocate keeps at most BIN_PASS_BYTES of them);
-     * without memory for a heap, each block goes on its own. (A thread
-     * that allocates soon after its first frees takes its heap then, an
-     * exited thread's parked one with its memory.) Then the purger a free
+    /* A thread that frees others' blocks without allocating takes a heap
+     * of its own at its FREES_BEFORE_HEAP-th free (heap_acquire_freeing):
+     * the parked heap of an exited thread whose block it frees then, so
+     * that its frees of that thread's blocks go to their pages and its
+     * allocations take that memory again, or else a fresh one, so that the
+     * blocks it frees pass through its bins to their owners in runs of a
+     * page each, one compare-and-swap a run (bins.c: a class it does not
+     * allocate keeps at most BIN_PASS_BYTES of them); without memory for a
+     * heap, each block goes on its own. Then the purger a free
      * before this one asked for, started before this free (a tail call
      * then frees: no second call layer on the path of every other
      * thread's block), from a thread with a heap only: creating the purger
      * allocates. */
     if (unlikely(thread_heap == &heap_empty) && ++frees_without_heap >= FREES_BEFORE_HEAP)
-        (void)heap_acquire(false);
+        (void)heap_acquire_freeing(atomic_load_explicit(&segment_of(p)->owner, memory_order_relaxed));
     if (unlikely(atomic_load_explicit(&purger_request, memory_order_relaxed) == PURGER_REQUESTED) &&
         thread_heap != &heap_empty)
         purger_start();

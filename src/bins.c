@@ -50,22 +50,31 @@ static uint32_t bin_base_limit(unsigned class_index)
     return (uint32_t)(limit < BIN_MIN_BLOCKS ? BIN_MIN_BLOCKS : limit > BIN_BASE_MAX_BLOCKS ? BIN_BASE_MAX_BLOCKS : limit);
 }
 
+void bins_forget_use(struct heap *heap, bool draining)
+{
+    for (unsigned c = 0; c < CLASS_COUNT; c++) {
+        strata_assert(heap->bins[c].head == NULL);
+        /* A class starts passing other heaps' blocks on, or draining,
+         * until the thread's first refill of it. */
+        uint32_t limit = strata_options.check || draining ? 0 : bin_pass_limit(c);
+        bin_set(heap, &heap->bins[c], 0, limit);
+        heap->bin_use[c] = 0;
+        heap->bin_flushes[c] = 0;
+        heap->bin_drained_limit[c] = strata_options.check ? 0 : bin_base_limit(c);
+    }
+    heap->bin_growth = 0;
+    heap->bin_events = 0;
+    heap->bins_aged_at = os_now_ns();
+}
+
 void bins_init(struct heap *heap)
 {
     for (unsigned c = 0; c < CLASS_COUNT; c++) {
         heap->bins[c].head = NULL;
         heap->bins[c].word = (uint64_t)(uint32_t)profile_next_pops(class_size[c]) << 32;
-        /* A class starts passing other heaps' blocks on, until the
-         * thread's first refill of it. */
-        bin_set(heap, &heap->bins[c], 0, strata_options.check ? 0 : bin_pass_limit(c));
-        heap->bin_use[c] = 0;
-        heap->bin_flushes[c] = 0;
-        heap->bin_drained_limit[c] = strata_options.check ? 0 : bin_base_limit(c);
     }
+    bins_forget_use(heap, false);
     heap_own_segments_clear(heap);
-    heap->bin_growth = 0;
-    heap->bin_events = 0;
-    heap->bins_aged_at = os_now_ns();
     atomic_store_explicit(&heap->remote, NULL, memory_order_release);
 }
 

@@ -246,6 +246,14 @@ static STRATA_ALWAYS_INLINE struct bin *bin_push_foreign(struct heap *self, stru
 /* ---- bins.c: refills, flushes and frees from anywhere -------------------- */
 /* A new heap's bins, empty at their base limits, and its remote list. */
 void bins_init(struct heap *heap);
+/* Each class's bin as a new thread's (the bins empty, as a parked heap's
+ * are): nothing learned of its use, passing other heaps' blocks on at its
+ * pass limit or, `draining`, sending every free to the pages, until the
+ * class's first refill. What the heap's last thread allocated is not what
+ * its next one will: kept, its marks would have the next thread keep
+ * parked heaps' blocks of classes it never allocates, holding their pages
+ * past the heaps' retirement. */
+void bins_forget_use(struct heap *heap, bool draining);
 /* Takes a block of a class whose bin is empty, refilling the bin; NULL
  * when no memory is to be had (errno untouched). */
 STRATA_NOINLINE void *heap_bin_refill(struct heap *heap, unsigned class_index);

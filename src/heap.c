@@ -109,12 +109,15 @@ void heap_parked_push(struct heap *heap)
     pthread_mutex_unlock(&pool_lock);
 }
 
-struct heap *heap_parked_pop(void)
+struct heap *heap_parked_pop(const struct heap *wanted)
 {
     pthread_mutex_lock(&pool_lock);
-    struct heap *heap = pool_parked;
+    struct heap **at = &pool_parked;
+    while (wanted != NULL && *at != NULL && *at != wanted)
+        at = &(*at)->next_free;
+    struct heap *heap = *at;
     if (heap != NULL)
-        pool_parked = heap->next_free;
+        *at = heap->next_free;
     pthread_mutex_unlock(&pool_lock);
     return heap;
 }

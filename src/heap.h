@@ -294,12 +294,18 @@ bool heap_medium_grow(void *block, size_t size);
 /* lifecycle.c: a heap given to a thread, parked, retired, trimmed */
 /* Gives the calling thread a heap (start-up done): with `take_parked`, the
  * newest one an exited thread parked, else a fresh one; NULL without
- * memory. (An allocation takes a parked one; a thread that frees others'
- * blocks without allocating takes a fresh one (alloc.c,
- * FREES_BEFORE_HEAP): a parked heap's memory is for a thread that
- * allocates, and a parked heap retires within the purge delay, where a
- * taken one holds its segments for as long as its new thread lives.) */
+ * memory. (An allocation takes a parked one.) */
 STRATA_NOINLINE struct heap *heap_acquire(bool take_parked);
+/* Gives a heap to a thread that frees others' blocks without allocating
+ * (alloc.c, FREES_BEFORE_HEAP), `owner` being the owner word of the
+ * block it frees now: the exited thread's heap that owns the block, if
+ * it is still parked, its classes draining until the thread refills them,
+ * so that the frees of its blocks go to its pages, whose memory the
+ * thread's allocations then take again (a thread freeing what the thread
+ * before it handed it), and its bins keep none for as long as it lives;
+ * else a fresh one, whose bins pass other live heaps' blocks on in runs
+ * (a consumer). NULL without memory. */
+STRATA_NOINLINE struct heap *heap_acquire_freeing(uintptr_t owner);
 /* The calling thread's exit (its key's destructor, given the heap): parks
  * the heap for the next thread, or gives it up at once without a purger or
  * purge delay. True when parked: the purger must then run to retire it. */

@@ -25,8 +25,9 @@ struct heap *heap_pool_take(void);
 void heap_pool_put(struct heap *heap);
 /* An exited thread's heap, kept whole, onto the parked list (newest first). */
 void heap_parked_push(struct heap *heap);
-/* The newest parked heap, off the list; NULL when none is parked. */
-struct heap *heap_parked_pop(void);
+/* The newest parked heap, or `wanted` when not NULL, off the list; NULL
+ * when none is parked (`wanted` is not: taken or retired meanwhile). */
+struct heap *heap_parked_pop(const struct heap *wanted);
 /* Takes off the parked list every heap parked for a purge delay by `now`
  * (every one with `all`), as a list through next_free, with their number
  * in *count; they count as being given up until heap_parked_retired. */

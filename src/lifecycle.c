@@ -1,6 +1,7 @@
 /* lifecycle.c: a thread heap's life. A thread's first allocation gives it
  * a heap: the newest one an exited thread parked, whole, else a fresh one
- * from the pool. At the thread's exit the heap is parked for the next
+ * from the pool (a thread that frees before it allocates takes the parked
+ * heap of a block it frees, else a fresh one). At the thread's exit the heap is parked for the next
  * thread, or given up at once (without a purger thread or a purge delay);
  * one left parked for a purge delay is retired by the purger. A trim
  * returns what the calling thread's heap caches.
@@ -16,11 +17,14 @@
 #include "checkers.h"
 #include "heap_private.h"
 
-/* The newest parked heap, now the calling thread's: its segments, pages and
- * resident free slices serve the thread from its first allocation. */
-static struct heap *heap_unpark(void)
+/* A parked heap, the newest or `wanted` (NULL when it is no longer
+ * parked), now the calling thread's: its segments, pages and resident free
+ * slices serve the thread from its first allocation. Its bins start as a
+ * new thread's (bins_forget_use, `draining` or not), and what other
+ * threads freed to it meanwhile is collected. */
+static struct heap *heap_unpark(const struct heap *wanted, bool draining)
 {
-    struct heap *heap = heap_parked_pop();
+    struct heap *heap = heap_parked_pop(wanted);
     if (heap == NULL)
         return NULL;
     os_lock_take(&heap->lock);
@@ -31,21 +35,32 @@ static struct heap *heap_unpark(void)
     heap->owner_word &= ~OWNER_PARKED_TAG;
     segments_set_owner(heap->segments, heap->owner_word);
     os_lock_give(&heap->lock);
+    bins_forget_use(heap, draining);
+    heap_bind_thread(heap);
+    os_lock_take(&heap->lock);
+    heap_collect_remote(heap);
+    os_lock_give(&heap->lock);
     return heap;
+}
+
+struct heap *heap_acquire_freeing(uintptr_t owner)
+{
+    strata_assert(thread_heap == &heap_empty);
+    if (owner & OWNER_PARKED_TAG) {
+        struct heap *heap = heap_unpark((const struct heap *)(owner & ~OWNER_TAGS), true);
+        if (heap != NULL)
+            return heap;
+    }
+    return heap_acquire(false);
 }
 
 struct heap *heap_acquire(bool take_parked)
 {
     strata_assert(thread_heap == &heap_empty);
     strata_assert_cmp(class_size[CLASS_COUNT - 1], ==, SMALL_MAX); /* configured */
-    struct heap *heap = take_parked ? heap_unpark() : NULL;
-    if (heap != NULL) {
-        heap_bind_thread(heap);
-        os_lock_take(&heap->lock);
-        heap_collect_remote(heap); /* what other threads freed meanwhile */
-        os_lock_give(&heap->lock);
+    struct heap *heap = take_parked ? heap_unpark(NULL, false) : NULL;
+    if (heap != NULL)
         return heap;
-    }
     heap = heap_pool_take();
     if (heap == NULL)
         return NULL;

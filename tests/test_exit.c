@@ -270,6 +270,68 @@ static void test_orphans(void)
            base.resident / 1024, resident_bytes() / 1024);
 }
 
+/* A thread hands HANDED blocks to the next, which frees them before it
+ * allocates. */
+#define HANDED 256
+static void *handed[HANDED];
+static struct heap *freer_heap;
+static size_t freer_binned, freer_mapped_before, freer_mapped_after;
+
+static void *allocate_handed(void *arg)
+{
+    for (size_t i = 0; i < HANDED; i++) {
+        handed[i] = strata_malloc(64);
+        memset(handed[i], (int)i, 64);
+    }
+    seen_heap = thread_heap;
+    return arg;
+}
+
+static void *free_handed_then_allocate(void *arg)
+{
+    for (size_t i = 0; i < HANDED; i++)
+        strata_free(handed[i]);
+    freer_heap = thread_heap;
+    freer_binned = 0;
+    if (thread_heap != &heap_empty)
+        for (unsigned c = 0; c < CLASS_COUNT; c++)
+            freer_binned += bin_count(thread_heap, &thread_heap->bins[c]);
+    freer_mapped_before = mapped_bytes();
+    for (size_t i = 0; i < HANDED; i++)
+        handed[i] = strata_malloc(64);
+    freer_mapped_after = mapped_bytes();
+    for (size_t i = 0; i < HANDED; i++)
+        strata_free(handed[i]);
+    return arg;
+}
+
+/* The thread that frees what an exited thread handed it takes the exited
+ * thread's parked heap at its 64th free (not a fresh one): the frees go to
+ * the heap's pages, its bins keeping none (they would hold the pages for
+ * as long as the thread lives), and its allocations take that memory
+ * again, mapping nothing. Three tries, in case the purger retires the heap
+ * first on a busy machine. The secure flavour's frees take no heap. */
+static void test_freer_takes_parked_heap(void)
+{
+    struct baseline base = baseline();
+    bool took = false;
+    for (int i = 0; i < 3 && !took; i++) {
+        run_thread(allocate_handed);
+        run_thread(free_handed_then_allocate);
+        took = freer_heap == seen_heap && freer_binned == 0 && freer_mapped_after == freer_mapped_before;
+    }
+    printf("the freeing thread's heap: %s, %zu blocks in its bins, %zu KiB mapped by its allocations\n",
+           freer_heap == &heap_empty ? "none"
+           : freer_heap == seen_heap ? "the exited thread's"
+                                     : "another",
+           freer_binned, (freer_mapped_after - freer_mapped_before) / 1024);
+    if (TEST_SECURE)
+        CHECK(freer_heap == &heap_empty);
+    else if (heaps_park())
+        CHECK(took);
+    CHECK_CMP(mapped_awaited(base.mapped + SLACK), <=, base.mapped + SLACK);
+}
+
 /* strata_trim gives back a parked heap's memory at once. */
 static void test_trim_parked(void)
 {
@@ -325,6 +387,7 @@ static const struct check_test tests[] = {
     {"exit_returns_resident", test_exit_returns_resident},
     {"orphans", test_orphans},
     {"trim_parked", test_trim_parked},
+    {"freer_takes_parked_heap", test_freer_takes_parked_heap},
     {"thread_churn", test_thread_churn},
     {"churn_with_survivors", test_churn_with_survivors},
 };
