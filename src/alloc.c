@@ -34,6 +34,7 @@ STRATA_EXPORT void strata_trim(void)
     heap_trim_own();
     heap_retire_parked(true);
     heap_for_each_live(purge_all, NULL, true);
+    abandoned_purge_aged(true);
     segment_cache_release();
     large_cache_release();
     sampled_blocks_expire_now(true);

@@ -125,9 +125,19 @@ void heap_segments_abandon(struct heap *heap);
  * caller frees the block again, to that heap. */
 bool abandoned_free_block(struct page *page, struct block *block);
 /* Moves an abandoned segment (none with a purge in flight) to the heap,
- * which then owns its pages and blocks; NULL when there is none (heap lock
- * held). The caller lists its pages (heap_adopt_pages). */
+ * which then owns its pages and blocks, and its free slices not yet
+ * purged; NULL when there is none (heap lock held). The caller lists its
+ * pages (heap_adopt_pages). */
 struct segment *abandoned_adopt(struct heap *heap);
+/* Whether an abandoned segment's emptied pages stay resident until the
+ * purger's rounds give them back (a purger and a purge delay), rather than
+ * going back at once. */
+bool abandoned_slices_age(void);
+/* The purger's round: purges the abandoned segments' free slices that
+ * were not purged at the last round (`all`: every one), releasing the
+ * segments that are then empty; whether slices are left for a later round.
+ * Call with no lock held. */
+bool abandoned_purge_aged(bool all);
 /* Calls fn on every abandoned segment, under the abandoned lock. */
 void abandoned_for_each(void (*fn)(const struct segment *, void *), void *arg);
 /* Unmaps every cached empty segment now. */

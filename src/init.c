@@ -121,10 +121,10 @@ __attribute__((constructor)) static void strata_init_at_load(void)
 
 /* One round's giving back (every purge delay): the idle owners' remote
  * frees and empty current pages, the aged free slices of every heap whose
- * lock is free, the heaps exited threads parked that long, expired cached
- * large mappings. Whether any work is left for a later round: free slices
- * not yet purged, remote frees, parked heaps, cached mappings, or a heap
- * too busy to look at. */
+ * lock is free and of the abandoned segments, the heaps exited threads
+ * parked that long, expired cached large mappings. Whether any work is
+ * left for a later round: free slices not yet purged, remote frees, parked
+ * heaps, cached mappings, or a heap too busy to look at. */
 static void reclaim_idle(struct heap *heap, void *work_left)
 {
     heap_reclaim_idle(heap);
@@ -138,6 +138,7 @@ static bool purge_round(void)
     bool work_left = false;
     work_left |= heap_for_each_live(reclaim_idle, &work_left, true) != 0;
     work_left |= heap_retire_parked(false);
+    work_left |= abandoned_purge_aged(false);
     work_left |= large_cache_expire_now() != 0;
     work_left |= sampled_blocks_expire_now(false) != 0;
     return work_left;

@@ -660,15 +660,25 @@ bool abandoned_free_block(struct page *page, struct block *block)
     block_set_next(block, page->free);
     page->free = block;
     counters_bytes_out(-(long)page->block_size);
+    bool aging = false;
     if (--page->used == 0) {
-        /* No owner is left to batch purges: the page's slices go back now,
-         * outside the lock; `purging` keeps the segment mapped meanwhile. */
         purge = page_forget(segment, page);
         done = abandoned_done(segment);
-        if (!done)
+        if (!done && abandoned_slices_age()) {
+            /* Resident for a heap that adopts the segment, until the
+             * purger's rounds give them back (abandoned_purge_aged). */
+            segment->dirty_mask |= purge;
+            purge = 0;
+            aging = true;
+        } else if (!done) {
+            /* No purger to give them back later: now, outside the lock;
+             * `purging` keeps the segment mapped meanwhile. */
             segment->purging++;
+        }
     }
     pthread_mutex_unlock(&abandoned_lock);
+    if (aging)
+        purger_ask();
     if (done)
         segment->dirty_mask |= purge; /* segment_release purges it, if cached */
     if (purge != 0 && !done) {
@@ -699,9 +709,62 @@ struct segment *abandoned_adopt(struct heap *heap)
     pthread_mutex_unlock(&abandoned_lock);
     if (segment == NULL)
         return NULL;
-    strata_assert(segment->dirty_mask == 0 && segment->aging_mask == 0);
+    /* Its free slices not yet purged are the heap's now, ageing afresh. */
+    segment->aging_mask = 0;
+    heap->dirty_slices += (size_t)__builtin_popcountll(segment->dirty_mask);
     segment_push(&heap->segments, segment);
     return segment;
+}
+
+bool abandoned_slices_age(void)
+{
+    return strata_options.purge_delay_ns != 0 && strata_options.background_purge != BACKGROUND_PURGE_NEVER;
+}
+
+/* The segments whose aged slices a round purges outside the lock at most. */
+#define ABANDONED_PURGES_A_ROUND 64
+
+bool abandoned_purge_aged(bool all)
+{
+    struct segment *purged[ABANDONED_PURGES_A_ROUND];
+    uint64_t slices[ABANDONED_PURGES_A_ROUND];
+    size_t count = 0;
+    bool left = false;
+    pthread_mutex_lock(&abandoned_lock);
+    for (struct segment *s = abandoned_segments; s != NULL; s = s->next) {
+        /* Two steps, as a heap's (purge_policy.c): what was dirty at the
+         * last round and still is goes now, what is dirty now at the next. */
+        uint64_t due = all ? s->dirty_mask : s->aging_mask & s->dirty_mask;
+        if (due != 0 && count < ABANDONED_PURGES_A_ROUND) {
+            s->dirty_mask &= ~due;
+            s->purging++;
+            purged[count] = s;
+            slices[count++] = due;
+        }
+        s->aging_mask = s->dirty_mask;
+        left |= s->dirty_mask != 0;
+    }
+    pthread_mutex_unlock(&abandoned_lock);
+    for (size_t i = 0; i < count; i++)
+        purge_slices(purged[i], slices[i]);
+    if (count == 0)
+        return left;
+    struct segment *done = NULL;
+    pthread_mutex_lock(&abandoned_lock);
+    for (size_t i = 0; i < count; i++) {
+        purged[i]->purging--;
+        if (abandoned_done(purged[i])) {
+            purged[i]->next = done;
+            done = purged[i];
+        }
+    }
+    pthread_mutex_unlock(&abandoned_lock);
+    while (done != NULL) {
+        struct segment *next = done->next;
+        segment_release(done);
+        done = next;
+    }
+    return left;
 }
 
 void abandoned_for_each(void (*fn)(const struct segment *, void *), void *arg)

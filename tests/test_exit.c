@@ -332,6 +332,52 @@ static void test_freer_takes_parked_heap(void)
     CHECK_CMP(mapped_awaited(base.mapped + SLACK), <=, base.mapped + SLACK);
 }
 
+/* The free slices of the abandoned segments that are not yet purged. */
+static void count_abandoned_dirty(const struct segment *s, void *arg)
+{
+    *(size_t *)arg += (size_t)__builtin_popcountll(s->dirty_mask);
+}
+
+static size_t abandoned_dirty(void)
+{
+    size_t slices = 0;
+    abandoned_for_each(count_abandoned_dirty, &slices);
+    return slices;
+}
+
+static size_t abandoned_dirty_awaited(void)
+{
+    for (int i = 0; i < 500 && abandoned_dirty() != 0; i++)
+        os_sleep_ns(10 * 1000 * 1000);
+    return abandoned_dirty();
+}
+
+/* An exited thread's heap given up with its blocks alive (at once without
+ * a purger; by strata_trim with one): the pages its blocks' frees empty
+ * stay resident for a heap to adopt while a purger is there to give them
+ * back later, which it does within a few purge delays; without one they go
+ * back at once. Then the last free releases the segment. */
+static void test_abandoned_pages_age(void)
+{
+    struct baseline base = baseline();
+    size_t dirty_before = abandoned_dirty_awaited();
+    run_thread(allocate_and_keep);
+    strata_trim(); /* a parked heap is given up */
+    for (size_t i = 0; i < BLOCKS - 1; i++)
+        strata_free(held[i]);
+    size_t dirty = abandoned_dirty();
+    printf("abandoned segments' free slices not yet purged: %zu before, %zu after the frees\n", dirty_before,
+           dirty);
+    CHECK_CMP(dirty_before, ==, 0);
+    if (abandoned_slices_age())
+        CHECK_CMP(dirty, >, 0);
+    else
+        CHECK_CMP(dirty, ==, 0);
+    CHECK_CMP(abandoned_dirty_awaited(), ==, 0);
+    strata_free(held[BLOCKS - 1]);
+    CHECK_CMP(mapped_awaited(base.mapped + SLACK), <=, base.mapped + SLACK);
+}
+
 /* strata_trim gives back a parked heap's memory at once. */
 static void test_trim_parked(void)
 {
@@ -388,6 +434,7 @@ static const struct check_test tests[] = {
     {"orphans", test_orphans},
     {"trim_parked", test_trim_parked},
     {"freer_takes_parked_heap", test_freer_takes_parked_heap},
+    {"abandoned_pages_age", test_abandoned_pages_age},
     {"thread_churn", test_thread_churn},
     {"churn_with_survivors", test_churn_with_survivors},
 };
