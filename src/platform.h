@@ -23,6 +23,10 @@
 #define STRATA_ALWAYS_INLINE inline __attribute__((always_inline))
 #define STRATA_PRINTF(fmt, first) __attribute__((format(printf, fmt, first)))
 #define STRATA_EXPORT __attribute__((visibility("default")))
+/* A function whose reads AddressSanitizer must not check: a read, meant
+ * and safe (within an OS page the pointer's own), of words that may
+ * belong to no object of the program's. */
+#define STRATA_NO_ADDRESS_CHECK __attribute__((no_sanitize_address))
 /* On the library's own variables declared in headers: reached PC-relative,
  * not through the GOT (-fvisibility=hidden covers definitions only). */
 #define STRATA_INTERNAL __attribute__((visibility("hidden")))
