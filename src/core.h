@@ -129,10 +129,6 @@ bool abandoned_free_block(struct page *page, struct block *block);
  * purged; NULL when there is none (heap lock held). The caller lists its
  * pages (heap_adopt_pages). */
 struct segment *abandoned_adopt(struct heap *heap);
-/* Whether an abandoned segment's emptied pages stay resident until the
- * purger's rounds give them back (a purger and a purge delay), rather than
- * going back at once. */
-bool abandoned_slices_age(void);
 /* The purger's round: purges the abandoned segments' free slices that
  * were not purged at the last round (`all`: every one), releasing the
  * segments that are then empty; whether slices are left for a later round.

@@ -180,8 +180,7 @@ bool heap_thread_exit(struct heap *heap)
     if (heap == NULL || heap == &heap_empty)
         return false;
     heap_unbind_thread();
-    bool park = strata_options.purge_delay_ns != 0 &&
-                strata_options.background_purge != BACKGROUND_PURGE_NEVER;
+    bool park = purger_gives_back_later();
     if (park)
         heap_park(heap);
     else

@@ -40,6 +40,14 @@ struct options {
     bool purger_at_start;
 };
 extern STRATA_INTERNAL struct options strata_options;
+
+/* Whether freed memory waits for the purger thread to give it back (a
+ * purger and a purge delay): exited threads' heaps are parked, and
+ * abandoned segments' emptied pages age; else both go back at once. */
+static inline bool purger_gives_back_later(void)
+{
+    return strata_options.purge_delay_ns != 0 && strata_options.background_purge != BACKGROUND_PURGE_NEVER;
+}
 /* STRATA_QUARANTINE_BLOCKS's largest value: the slots of each thread's
  * quarantine (heap.h). */
 #define QUARANTINE_MAX_BLOCKS 2048

@@ -664,7 +664,7 @@ bool abandoned_free_block(struct page *page, struct block *block)
     if (--page->used == 0) {
         purge = page_forget(segment, page);
         done = abandoned_done(segment);
-        if (!done && abandoned_slices_age()) {
+        if (!done && purger_gives_back_later()) {
             /* Resident for a heap that adopts the segment, until the
              * purger's rounds give them back (abandoned_purge_aged). */
             segment->dirty_mask |= purge;
@@ -714,11 +714,6 @@ struct segment *abandoned_adopt(struct heap *heap)
     heap->dirty_slices += (size_t)__builtin_popcountll(segment->dirty_mask);
     segment_push(&heap->segments, segment);
     return segment;
-}
-
-bool abandoned_slices_age(void)
-{
-    return strata_options.purge_delay_ns != 0 && strata_options.background_purge != BACKGROUND_PURGE_NEVER;
 }
 
 /* The segments whose aged slices a round purges outside the lock at most. */
