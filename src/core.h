@@ -49,8 +49,11 @@
 #include "report.h"
 
 /* ---- purge.c: giving free slices back to the OS ------------------------ */
-/* Purges the slices, free ones, and takes back their charges (os.h). */
-void purge_slices(struct segment *segment, uint64_t slices);
+/* Purges the slices, free ones, and takes back their charges (os.h).
+ * `cover` holds them and may hold free slices that are closed already
+ * (purged, or never used): a call covers a whole run of it, so that slices
+ * freed one by one between purged ones go back in one call, not one each. */
+void purge_slices(struct segment *segment, uint64_t slices, uint64_t cover);
 /* Takes back the charges of the free slices, which are going away. */
 void slices_uncharge(struct segment *segment, uint64_t slices);
 /* Purges the segment's dirty slices and clears its dirty and aging masks. */

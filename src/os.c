@@ -24,6 +24,7 @@
 
 size_t os_page_bytes;
 static _Atomic size_t map_calls;
+static _Atomic size_t purge_calls;
 static _Atomic size_t mapped_bytes;
 static _Atomic size_t purged_bytes;
 /* What the memory limit counts (os.h, os_charge): charged mappings whole,
@@ -77,6 +78,11 @@ size_t os_page_size_slow(void)
 size_t os_map_count(void)
 {
     return atomic_load_explicit(&map_calls, memory_order_relaxed);
+}
+
+size_t os_purge_count(void)
+{
+    return atomic_load_explicit(&purge_calls, memory_order_relaxed);
 }
 
 size_t os_purged_bytes(void)
@@ -279,13 +285,14 @@ void os_unreserve(void *addr, size_t size)
     unmap(addr, size);
 }
 
-void os_purge(void *addr, size_t size)
+void os_purge(void *addr, size_t size, size_t counted)
 {
     if (fault_now(OS_FAULT_PURGE))
         return; /* the pages stay resident, with their contents */
     int saved = errno;
+    atomic_fetch_add_explicit(&purge_calls, 1, memory_order_relaxed);
     if (madvise(addr, size, MADV_DONTNEED) == 0)
-        atomic_fetch_add_explicit(&purged_bytes, size, memory_order_relaxed);
+        atomic_fetch_add_explicit(&purged_bytes, counted, memory_order_relaxed);
     errno = saved;
 }
 

@@ -64,8 +64,10 @@ void *os_reserve_inaccessible(size_t size);
 void os_release_inaccessible(void *addr, size_t size);
 /* Unmaps a reserved mapping (its user has taken back its charges). */
 void os_unreserve(void *addr, size_t size);
-/* Gives the pages back to the OS; their contents read as zero afterwards. */
-void os_purge(void *addr, size_t size);
+/* Gives the pages back to the OS; their contents read as zero afterwards.
+ * `counted` of the bytes were resident until now (os_purged_bytes counts
+ * them): the rest were given back before. */
+void os_purge(void *addr, size_t size, size_t counted);
 /* Makes the pages inaccessible (`access` false: a touch faults) or
  * readable and writable again; false when the kernel refuses. */
 bool os_protect(void *addr, size_t size, bool access);
@@ -99,6 +101,8 @@ unsigned long os_fault_count(enum os_fault_call call);
 /* Number of mappings made so far, charged or reserved (for white-box
  * tests). */
 size_t os_map_count(void);
+/* Number of purge calls (madvise) made so far (for white-box tests). */
+size_t os_purge_count(void);
 /* Bytes strata holds mapped now (resident or not). */
 size_t os_mapped_bytes(void);
 /* Bytes given back with madvise or munmap so far. */

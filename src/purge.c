@@ -3,7 +3,10 @@
  * slices stay resident ("dirty") so that new pages reuse them without page
  * faults; when the heap's policy (heap_maybe_purge) decides they have been
  * unused long enough, they go back here with madvise, a run of adjacent
- * slices per call, never one system call per free. In the secure flavour
+ * slices per call, never one system call per free. A run reaches over the
+ * free slices between them that are closed already, so that slices freed
+ * in a scattered order (a program freeing its blocks in another order than
+ * it made them) go back with one call where they touch. In the secure flavour
  * the OS pages of block states (layout.h) that belong to such a run alone
  * go back with it. */
 #include "core.h"
@@ -52,7 +55,7 @@ static void purge_states(struct segment *segment, unsigned first, unsigned lengt
         from = (from + page - 1) & ~(page - 1);
         to &= ~(page - 1);
         if (from < to)
-            os_purge(region + from, to - from);
+            os_purge(region + from, to - from, to - from);
     }
 }
 
@@ -69,18 +72,29 @@ void slices_uncharge(struct segment *segment, uint64_t slices)
     os_uncharge(kib * 1024);
 }
 
-void purge_slices(struct segment *segment, uint64_t slices)
+/* The run of `cover`'s bits that holds bit k. */
+static uint64_t run_around(uint64_t cover, unsigned k)
 {
+    unsigned first = k, end = k + 1;
+    while (first > 0 && (cover >> (first - 1)) & 1)
+        first--;
+    while (end < 64 && (cover >> end) & 1)
+        end++;
+    return (end - first == 64 ? ~(uint64_t)0 : (((uint64_t)1 << (end - first)) - 1)) << first;
+}
+
+void purge_slices(struct segment *segment, uint64_t slices, uint64_t cover)
+{
+    strata_assert((slices & ~cover) == 0);
     slices_uncharge(segment, slices); /* purged, they no longer count (os.h) */
     while (slices) {
-        unsigned first = (unsigned)__builtin_ctzll(slices);
-        uint64_t shifted = slices >> first;
-        unsigned length = shifted == ~(uint64_t)0 ? 64 - first
-                                                  : (unsigned)__builtin_ctzll(~shifted);
+        uint64_t run = run_around(cover, (unsigned)__builtin_ctzll(slices));
+        unsigned first = (unsigned)__builtin_ctzll(run);
+        unsigned length = (unsigned)__builtin_popcountll(run);
         strata_assert_cmp(first + length, <=, SLICES_PER_SEGMENT);
         strata_assert(first != 0); /* slice 0 is the header's */
         char *start = segment_base(segment) + (size_t)first * SLICE_SIZE;
-        os_purge(start, (size_t)length * SLICE_SIZE);
+        os_purge(start, (size_t)length * SLICE_SIZE, (size_t)__builtin_popcountll(run & slices) * SLICE_SIZE);
         /* Closed until a page takes them again (segment.c, page_open); left
          * open if the system refuses (too many mappings): only that
          * protection is lost, and opening them again is harmless. */
@@ -88,14 +102,14 @@ void purge_slices(struct segment *segment, uint64_t slices)
             (void)os_protect(start, (size_t)length * SLICE_SIZE, false);
         if (STRATA_SECURE_BUILD)
             purge_states(segment, first, length);
-        slices &= length == 64 ? 0 : ~((((uint64_t)1 << length) - 1) << first);
+        slices &= ~run;
     }
 }
 
 void segment_purge_dirty(struct segment *segment)
 {
     strata_assert((segment->dirty_mask & ~segment->free_mask) == 0);
-    purge_slices(segment, segment->dirty_mask);
+    purge_slices(segment, segment->dirty_mask, segment->free_mask);
     segment->dirty_mask = 0;
     segment->aging_mask = 0;
 }

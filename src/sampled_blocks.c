@@ -499,7 +499,7 @@ static void purge_chain(struct slot_header *chain, size_t pages, uint64_t now)
     while (chain != NULL) {
         struct slot_header *next = chain->next_free; /* read before the purge zeroes it */
         char *slot = slot_of(chain);
-        os_purge(slot, slot_bytes(pages));
+        os_purge(slot, slot_bytes(pages), slot_bytes(pages));
         uint32_t index = (uint32_t)(((uintptr_t)slot - base) / page) + 1;
         purged_links[index - 1] = (struct purged_link){0, (uint32_t)(now / 1000000u)};
         if (last != 0)

@@ -638,7 +638,7 @@ static bool abandoned_done(struct segment *segment)
 bool abandoned_free_block(struct page *page, struct block *block)
 {
     struct segment *segment = segment_of(page);
-    uint64_t purge = 0;
+    uint64_t purge = 0, cover = 0;
     bool done = false;
     pthread_mutex_lock(&abandoned_lock);
     if (atomic_load_explicit(&segment->owner, memory_order_relaxed) != OWNER_ABANDONED) {
@@ -672,8 +672,10 @@ bool abandoned_free_block(struct page *page, struct block *block)
             aging = true;
         } else if (!done) {
             /* No purger to give them back later: now, outside the lock;
-             * `purging` keeps the segment mapped meanwhile. */
+             * `purging` keeps the segment mapped (and its free slices
+             * free: no heap adopts it) meanwhile. */
             segment->purging++;
+            cover = (segment->free_mask & ~segment->dirty_mask) | purge;
         }
     }
     pthread_mutex_unlock(&abandoned_lock);
@@ -682,7 +684,7 @@ bool abandoned_free_block(struct page *page, struct block *block)
     if (done)
         segment->dirty_mask |= purge; /* segment_release purges it, if cached */
     if (purge != 0 && !done) {
-        purge_slices(segment, purge);
+        purge_slices(segment, purge, cover);
         pthread_mutex_lock(&abandoned_lock);
         segment->purging--;
         done = abandoned_done(segment);
@@ -722,7 +724,7 @@ struct segment *abandoned_adopt(struct heap *heap)
 bool abandoned_purge_aged(bool all)
 {
     struct segment *purged[ABANDONED_PURGES_A_ROUND];
-    uint64_t slices[ABANDONED_PURGES_A_ROUND];
+    uint64_t slices[ABANDONED_PURGES_A_ROUND], covers[ABANDONED_PURGES_A_ROUND];
     size_t count = 0;
     bool left = false;
     pthread_mutex_lock(&abandoned_lock);
@@ -734,6 +736,7 @@ bool abandoned_purge_aged(bool all)
             s->dirty_mask &= ~due;
             s->purging++;
             purged[count] = s;
+            covers[count] = (s->free_mask & ~s->dirty_mask) | due;
             slices[count++] = due;
         }
         s->aging_mask = s->dirty_mask;
@@ -741,7 +744,7 @@ bool abandoned_purge_aged(bool all)
     }
     pthread_mutex_unlock(&abandoned_lock);
     for (size_t i = 0; i < count; i++)
-        purge_slices(purged[i], slices[i]);
+        purge_slices(purged[i], slices[i], covers[i]);
     if (count == 0)
         return left;
     struct segment *done = NULL;

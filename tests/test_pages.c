@@ -580,6 +580,60 @@ static void test_purge_delay(void)
     CHECK_CMP(heap->dirty_slices, ==, 0);
 }
 
+/* In a new thread (a segment of its own, filled from its first slice):
+ * medium pages of 3 slices, every other one freed and purged (one call
+ * each: live pages lie between), then the others freed: they lie between
+ * purged slices, and go back with one call. */
+static void *purge_runs_in_thread(void *unused)
+{
+    (void)unused;
+    enum { PAGES = 17, PAGE_BYTES = 3 * SLICE_SIZE };
+    struct heap *heap = own_heap();
+    os_lock_take(&heap->lock);
+    heap_purge_dirty(heap); /* what a parked heap it took kept */
+    os_lock_give(&heap->lock);
+    char *page[PAGES];
+    for (int i = 0; i < PAGES; i++) {
+        page[i] = strata_malloc(PAGE_BYTES);
+        memset(page[i], 1, PAGE_BYTES);
+    }
+    for (int i = 1; i < PAGES; i++)
+        CHECK(page[i] == page[0] + (size_t)i * PAGE_BYTES); /* one run, so one segment */
+    for (int i = 0; i < PAGES - 1; i += 2)
+        strata_free(page[i]);
+    os_lock_take(&heap->lock);
+    size_t calls = os_purge_count(), purged = os_purged_bytes();
+    heap_purge_dirty(heap);
+    CHECK_CMP(os_purge_count() - calls, ==, (size_t)(PAGES / 2));
+    CHECK_CMP(os_purged_bytes() - purged, ==, (size_t)(PAGES / 2) * PAGE_BYTES);
+    os_lock_give(&heap->lock);
+    for (int i = 1; i < PAGES - 1; i += 2)
+        strata_free(page[i]);
+    os_lock_take(&heap->lock);
+    calls = os_purge_count();
+    purged = os_purged_bytes();
+    heap_purge_dirty(heap);
+    CHECK_CMP(os_purge_count() - calls, ==, 1);
+    /* Counted once: only the slices resident until this purge. */
+    CHECK_CMP(os_purged_bytes() - purged, ==, (size_t)(PAGES / 2) * PAGE_BYTES);
+    os_lock_give(&heap->lock);
+    CHECK_SOUND(heap_check(heap));
+    /* Purged and closed, the slices open again for a new page. */
+    char *again = strata_malloc(PAGE_BYTES);
+    memset(again, 2, PAGE_BYTES);
+    CHECK(segment_of(again) == segment_of(page[0]));
+    strata_free(again);
+    strata_free(page[PAGES - 1]);
+    return NULL;
+}
+
+static void test_purge_runs(void)
+{
+    pthread_t thread;
+    pthread_create(&thread, NULL, purge_runs_in_thread, NULL);
+    pthread_join(thread, NULL);
+}
+
 /* Allocating and freeing across page boundaries maps nothing new. */
 static void test_no_mapping_in_loop(void)
 {
@@ -1102,6 +1156,7 @@ static const struct check_test tests[] = {
     {"bin_drain", test_bin_drain},
     {"empty_pages", test_empty_pages},
     {"purge_delay", test_purge_delay},
+    {"purge_runs", test_purge_runs},
     {"no_mapping_in_loop", test_no_mapping_in_loop},
     {"remote_free", test_remote_free},
     {"remote_pages", test_remote_pages},
