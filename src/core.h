@@ -48,7 +48,20 @@
 #include "profile.h"
 #include "report.h"
 
+/* The mask of slices [first, first + length). */
+static inline uint64_t slice_run(unsigned first, size_t length)
+{
+    return (length == 64 ? ~(uint64_t)0 : (((uint64_t)1 << length) - 1)) << first;
+}
+
 /* ---- purge.c: giving free slices back to the OS ------------------------ */
+/* What a purge of the segment's free `slices` may cover (purge_slices):
+ * they and its free slices that are closed already, those not dirty
+ * (segment.c, page_open). Under the lock that guards the masks. */
+static inline uint64_t purge_cover(const struct segment *segment, uint64_t slices)
+{
+    return (segment->free_mask & ~segment->dirty_mask) | slices;
+}
 /* Purges the slices, free ones, and takes back their charges (os.h).
  * `cover` holds them and may hold free slices that are closed already
  * (purged, or never used): a call covers a whole run of it, so that slices

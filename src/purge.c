@@ -80,7 +80,7 @@ static uint64_t run_around(uint64_t cover, unsigned k)
         first--;
     while (end < 64 && (cover >> end) & 1)
         end++;
-    return (end - first == 64 ? ~(uint64_t)0 : (((uint64_t)1 << (end - first)) - 1)) << first;
+    return slice_run(first, end - first);
 }
 
 void purge_slices(struct segment *segment, uint64_t slices, uint64_t cover)
@@ -109,7 +109,7 @@ void purge_slices(struct segment *segment, uint64_t slices, uint64_t cover)
 void segment_purge_dirty(struct segment *segment)
 {
     strata_assert((segment->dirty_mask & ~segment->free_mask) == 0);
-    purge_slices(segment, segment->dirty_mask, segment->free_mask);
+    purge_slices(segment, segment->dirty_mask, purge_cover(segment, segment->dirty_mask));
     segment->dirty_mask = 0;
     segment->aging_mask = 0;
 }

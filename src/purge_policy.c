@@ -82,7 +82,7 @@ static void heap_purge_aged(struct heap *heap, uint64_t now)
     for (struct segment *s = heap->segments; s != NULL; s = s->next) {
         uint64_t aged = s->dirty_mask & s->aging_mask;
         if (aged) {
-            purge_slices(s, aged, (s->free_mask & ~s->dirty_mask) | aged);
+            purge_slices(s, aged, purge_cover(s, aged));
             s->dirty_mask &= ~aged;
             unsigned count = slices_mark_purged(s, aged, now);
             strata_assert_cmp(heap->dirty_slices, >=, (size_t)count);

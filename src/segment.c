@@ -110,12 +110,6 @@ static void segment_unlink(struct segment **head, struct segment *segment)
     segment->next = segment->prev = NULL;
 }
 
-/* The mask of slices [first, first + length). */
-static uint64_t slice_run(unsigned first, size_t length)
-{
-    return (length == 64 ? ~(uint64_t)0 : (((uint64_t)1 << length) - 1)) << first;
-}
-
 /* ---- closed slices (CLOSED_SLICES) ---------------------------------------
  * A segment's free slices once purged (purge.c), or never used, and in the
  * secure flavour the block states no page has used yet, are inaccessible:
@@ -675,7 +669,7 @@ bool abandoned_free_block(struct page *page, struct block *block)
              * `purging` keeps the segment mapped (and its free slices
              * free: no heap adopts it) meanwhile. */
             segment->purging++;
-            cover = (segment->free_mask & ~segment->dirty_mask) | purge;
+            cover = purge_cover(segment, purge);
         }
     }
     pthread_mutex_unlock(&abandoned_lock);
@@ -736,7 +730,7 @@ bool abandoned_purge_aged(bool all)
             s->dirty_mask &= ~due;
             s->purging++;
             purged[count] = s;
-            covers[count] = (s->free_mask & ~s->dirty_mask) | due;
+            covers[count] = purge_cover(s, due);
             slices[count++] = due;
         }
         s->aging_mask = s->dirty_mask;
