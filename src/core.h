@@ -67,6 +67,12 @@ static inline uint64_t purge_cover(const struct segment *segment, uint64_t slice
  * (purged, or never used): a call covers a whole run of it, so that slices
  * freed one by one between purged ones go back in one call, not one each. */
 void purge_slices(struct segment *segment, uint64_t slices, uint64_t cover);
+/* purge_slices with the charges taken back already: the masks' lock need
+ * not be held if no one else can take the slices meanwhile. */
+void purge_runs(struct segment *segment, uint64_t slices, uint64_t cover);
+/* The runs of `cover` that hold a slice of `slices`: what purge_slices
+ * calls cover. */
+uint64_t purge_reach(uint64_t cover, uint64_t slices);
 /* Takes back the charges of the free slices, which are going away. */
 void slices_uncharge(struct segment *segment, uint64_t slices);
 /* Purges the segment's dirty slices and clears its dirty and aging masks. */
@@ -77,6 +83,9 @@ void segment_purge_dirty(struct segment *segment);
  * STRATA_BACKGROUND_PURGE=1), taken by init.c's purger_start. */
 enum purger_request { PURGER_IDLE, PURGER_REQUESTED, PURGER_TAKEN };
 extern STRATA_INTERNAL _Atomic int purger_request;
+/* Set when a heap hands its purge to the purger (purge_policy.c), taken
+ * by the purger before it looks for the heaps that did. */
+extern STRATA_INTERNAL _Atomic bool purges_handed;
 /* Asks for the purger thread (purger_request) once, and wakes it if it
  * sleeps for want of work. */
 void purger_ask(void);

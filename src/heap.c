@@ -194,12 +194,12 @@ unsigned heap_threads_holding(void)
 }
 
 /* ---- walks over every heap, and fork -------------------------------------- */
-static struct heap *heap_first(void)
+struct heap *heap_first(void)
 {
     return atomic_load_explicit(&all_heaps, memory_order_acquire);
 }
 
-static struct heap *heap_next(struct heap *heap)
+struct heap *heap_next(struct heap *heap)
 {
     return atomic_load_explicit(&heap->next_all, memory_order_relaxed);
 }

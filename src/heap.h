@@ -159,6 +159,11 @@ struct heap {
     uint8_t purge_stretch;
     uint8_t purge_calm_checks;
     uint32_t slices_purged, slices_retaken;
+    /* A purge past the dirty limit handed to the purger thread
+     * (purge_policy.c; enum purge_handoff): set by the owner, taken and
+     * ended by the purger, both under the heap's lock; read without it by
+     * the purger's scan. */
+    _Atomic int purge_handoff;
     uint64_t refills;                    /* debug build: refills since the last full check */
     struct heap *next_free;              /* the heap pool's free list (pool lock) */
     _Atomic(struct heap *) next_all;     /* every heap ever made; never unlinked */
@@ -272,6 +277,10 @@ void heap_debug_refill(struct heap *heap);
 void heap_maybe_purge(struct heap *heap);
 /* Purges every dirty slice of the heap now (heap lock held). */
 void heap_purge_dirty(struct heap *heap);
+/* Where a heap's purge past its dirty limit is: made by the owner (not
+ * handed), handed to the purger thread and not yet taken, or taken: the
+ * purger purges the heap's slices outside its lock. */
+enum purge_handoff { PURGE_NOT_HANDED, PURGE_HANDED, PURGE_TAKEN };
 
 /* pages.c: a heap's pages */
 /* Returns a block to its page, in the heap that owns it (heap lock held). */
@@ -316,6 +325,12 @@ bool heap_thread_exit(struct heap *heap);
 bool heap_retire_parked(bool all);
 /* Returns the caller's cached blocks and empty pages, then purges. */
 void heap_trim_own(void);
+/* The purger's purges handed to it by heaps past their dirty limit (no
+ * lock held). */
+void heap_purges_handed(void);
+/* In a fork's child: slices the parent's purger had taken out of a heap's
+ * segments go back to them, closed, and no purge stays handed. */
+void heap_purges_fork_child(void);
 /* The purger's step for one heap (heap lock held): the remote frees and
  * empty current pages of an owner idle since the last step go back to its
  * segments, then its aged free slices to the OS (heap_purge_idle). */

@@ -42,6 +42,10 @@ void heap_parked_retired(unsigned count, bool wait);
 void heap_bind_thread(struct heap *heap);
 /* The calling thread, exiting, holds no heap from now. */
 void heap_unbind_thread(void);
+/* Every heap ever made, from the newest: heap_first, then heap_next of
+ * each until NULL (no lock: the list only grows). */
+struct heap *heap_first(void);
+struct heap *heap_next(struct heap *heap);
 
 /* ---- purge_policy.c ------------------------------------------------------- */
 /* The purger's purge of slices an idle owner's pages gave back (heap lock
@@ -50,6 +54,29 @@ void heap_purge_released_idle(struct heap *heap);
 /* The purger's purge of one heap (heap lock held): its aged free slices,
  * unless the owner checked lately. */
 void heap_purge_idle(struct heap *heap);
+/* A heap past its dirty limit hands the purge of all its free slices to
+ * the purger thread, if it runs, and goes on: its thread never waits on
+ * madvise (design.md, "Giving memory back"). Past
+ * HANDED_DIRTY_LIMITS times the limit, a purger that has not come yet (a
+ * thread starved of a core) is not waited for. Whether it was handed (heap
+ * lock held). */
+bool heap_purge_hand(struct heap *heap);
+/* A purge handed to the purger (heap_maybe_purge), in two steps under the
+ * heap's lock with the purge between them outside it: heap_purge_take
+ * takes the dirty slices of up to `max` segments out of their free masks
+ * into `taken` and returns how many segments; heap_purge_give_back puts
+ * them back, purged and closed. */
+struct purge_taken {
+    struct segment *segment;
+    uint64_t slices; /* the dirty ones, which the purge gives back */
+    uint64_t purged; /* the segment's purged_mask's share of taken_mask */
+};
+unsigned heap_purge_take(struct heap *heap, struct purge_taken *taken, unsigned max);
+void heap_purge_give_back(struct heap *heap, const struct purge_taken *taken, unsigned count);
+/* Waits until the purger no longer holds slices of the heap outside its
+ * lock (heap lock held, given up meanwhile); a purge handed and not yet
+ * taken is the caller's to make. */
+void heap_purge_handed_wait(struct heap *heap);
 
 /* ---- pages.c: a heap's pages ------------------------------------------------ */
 /* Takes a page off its class's available list. */

@@ -57,6 +57,7 @@ static void fork_child(void)
         atomic_store(&purger_request, PURGER_REQUESTED);
     }
     heap_fork_child();
+    heap_purges_fork_child();
     segment_fork_child();
     large_fork_child();
     zero_size_fork_child();
@@ -206,6 +207,7 @@ static void *purger_main(void *arg)
         now = os_now_ns();
         uint32_t bell = atomic_load_explicit(&purger_bell, memory_order_acquire);
         profile_dump_if_asked();
+        heap_purges_handed(); /* at once: their heaps are past their limit */
         if (bell != rung) { /* a thread's exit, or work while it slept */
             rung = bell;
             next_alone_check = now;

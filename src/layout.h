@@ -41,6 +41,10 @@ _Static_assert(SMALL_MAX * 4 <= (SLICES_PER_SEGMENT - 1) * SLICE_SIZE,
  * holding PURGER_WANTED_SLICES free slices (4 MiB) asks for the purger
  * thread (STRATA_BACKGROUND_PURGE=2). */
 #define HEAP_DIRTY_LIMIT 512
+/* With the purger thread running, a heap past its limit hands the purge
+ * to it and goes on (purge_policy.c), up to this many times the limit:
+ * then it purges itself. */
+#define HANDED_DIRTY_LIMITS 4
 /* A heap whose purged slices its pages take back within the longest delay
  * (the option's << PURGE_STRETCH_MAX) of their purge, PURGE_RETAKEN_MIN of
  * them and an eighth of what it purged lately, doubles its delay, up to
@@ -251,8 +255,9 @@ static inline bool slice_holds_block_any_thread(const struct slice *slice, uint3
            __atomic_load_n(&slice->carved_key, __ATOMIC_RELAXED);
 }
 
-/* Invariants (segment_check): a slice is either in free_mask or covered by
- * exactly one in-use page, whose slices name it and its class; slice 0 is
+/* Invariants (segment_check): a slice is either in free_mask, in
+ * taken_mask, or covered by exactly one in-use page, whose slices name it
+ * and its class; slice 0 is
  * the header's (slices 0..STATE_SLICES in the secure flavour); dirty_mask
  * is a subset of free_mask and aging_mask of dirty_mask; pages_in_use
  * counts the in-use pages; a slice's charge covers what its page has
@@ -269,6 +274,10 @@ struct segment {
      * purge stretches the heap's delay). A subset of free_mask. */
     uint64_t purged_mask;
     uint64_t purged_at;
+    /* Free slices the purger took out of free_mask to purge them outside
+     * the heap's lock (purge_policy.c, a purge handed over): no page takes
+     * them and the segment stays until they come back, closed. */
+    uint64_t taken_mask;
     struct segment *next, *prev; /* owner heap's list, the abandoned list, or the cache */
     uint32_t pages_in_use;
     uint32_t purging;            /* abandoned: purges running outside the lock */

@@ -77,6 +77,7 @@ struct heap *heap_acquire(bool take_parked)
     heap->purge_stretch = 0;
     heap->purge_calm_checks = 0;
     heap->slices_purged = heap->slices_retaken = 0;
+    strata_assert(atomic_load(&heap->purge_handoff) == PURGE_NOT_HANDED);
     atomic_store_explicit(&heap->idle, false, memory_order_relaxed);
     heap->purge_epoch = os_now_ns();
     heap->next_free = NULL;
@@ -139,6 +140,7 @@ static void heap_abandon(struct heap *heap)
      * the lock: from here on only this thread looks. The lock stays held,
      * as for any work behind the bins. */
     os_lock_take(&heap->lock);
+    heap_purge_handed_wait(heap); /* strata_trim's retirement runs beside the purger */
     heap->live = false;
     debug_checkpoint(heap, "heap_check as a heap is given up");
     bins_flush_all(heap);
@@ -166,8 +168,10 @@ static void heap_park(struct heap *heap)
     bins_flush_all(heap);
     heap_collect_remote(heap);
     current_release_empty(heap);
-    if (heap->dirty_slices > PARK_DIRTY_SLICES)
+    if (heap->dirty_slices > PARK_DIRTY_SLICES) {
+        heap_purge_handed_wait(heap); /* what the thread freed is back when it has exited */
         heap_purge_dirty(heap);
+    }
     heap->parked_at = os_now_ns();
     heap->owner_word |= OWNER_PARKED_TAG;
     segments_set_owner(heap->segments, heap->owner_word);
@@ -235,6 +239,68 @@ void heap_trim_own(void)
     bins_flush_all(heap);
     heap_collect_remote(heap);
     current_release_empty(heap);
+    heap_purge_handed_wait(heap); /* back when the trim returns */
     heap_purge_dirty(heap);
     os_lock_give(&heap->lock);
+}
+
+/* ---- purges handed to the purger ------------------------------------------ */
+/* The segments a handed purge takes slices of at a time (the purger's
+ * stack holds their list); a heap with more goes in several steps. */
+#define PURGE_TAKEN_SEGMENTS 32
+/* Steps of one handed purge at most: an owner dirtying slices as fast as
+ * they go keeps the rest for its next hand-over. */
+#define PURGE_HANDED_STEPS 4
+
+/* The heap's handed purge: its dirty slices taken out under its lock,
+ * purged outside it, given back under it. */
+static void heap_purge_handed(struct heap *heap)
+{
+    struct purge_taken taken[PURGE_TAKEN_SEGMENTS];
+    os_lock_take(&heap->lock);
+    int handed = PURGE_HANDED;
+    if (!heap->live || !atomic_compare_exchange_strong(&heap->purge_handoff, &handed, PURGE_TAKEN)) {
+        os_lock_give(&heap->lock);
+        return;
+    }
+    for (unsigned step = 0; step < PURGE_HANDED_STEPS; step++) {
+        unsigned count = heap_purge_take(heap, taken, PURGE_TAKEN_SEGMENTS);
+        if (count == 0)
+            break;
+        os_lock_give(&heap->lock);
+        for (unsigned i = 0; i < count; i++)
+            purge_runs(taken[i].segment, taken[i].slices, taken[i].segment->taken_mask);
+        os_lock_take(&heap->lock);
+        heap_purge_give_back(heap, taken, count);
+        if (count < PURGE_TAKEN_SEGMENTS)
+            break;
+    }
+    atomic_store_explicit(&heap->purge_handoff, PURGE_NOT_HANDED, memory_order_release);
+    os_lock_give(&heap->lock);
+}
+
+void heap_purges_handed(void)
+{
+    if (!atomic_load_explicit(&purges_handed, memory_order_relaxed) ||
+        !atomic_exchange_explicit(&purges_handed, false, memory_order_acquire))
+        return;
+    for (struct heap *h = heap_first(); h != NULL; h = heap_next(h))
+        if (atomic_load_explicit(&h->purge_handoff, memory_order_relaxed) == PURGE_HANDED)
+            heap_purge_handed(h);
+}
+
+void heap_purges_fork_child(void)
+{
+    for (struct heap *h = heap_first(); h != NULL; h = heap_next(h)) {
+        if (atomic_load_explicit(&h->purge_handoff, memory_order_relaxed) == PURGE_TAKEN) {
+            /* Purged or not, the slices count as closed: a page that takes
+             * them opens them first, and one not purged yet is only
+             * resident longer. */
+            for (struct segment *s = h->segments; s != NULL; s = s->next) {
+                s->free_mask |= s->taken_mask;
+                s->taken_mask = 0;
+            }
+        }
+        atomic_store_explicit(&h->purge_handoff, PURGE_NOT_HANDED, memory_order_relaxed);
+    }
 }

@@ -25,6 +25,7 @@
 size_t os_page_bytes;
 static _Atomic size_t map_calls;
 static _Atomic size_t purge_calls;
+static STRATA_TLS size_t purge_calls_here;
 static _Atomic size_t mapped_bytes;
 static _Atomic size_t purged_bytes;
 /* What the memory limit counts (os.h, os_charge): charged mappings whole,
@@ -83,6 +84,11 @@ size_t os_map_count(void)
 size_t os_purge_count(void)
 {
     return atomic_load_explicit(&purge_calls, memory_order_relaxed);
+}
+
+size_t os_purge_count_here(void)
+{
+    return purge_calls_here;
 }
 
 size_t os_purged_bytes(void)
@@ -291,6 +297,7 @@ void os_purge(void *addr, size_t size, size_t counted)
         return; /* the pages stay resident, with their contents */
     int saved = errno;
     atomic_fetch_add_explicit(&purge_calls, 1, memory_order_relaxed);
+    purge_calls_here++;
     if (madvise(addr, size, MADV_DONTNEED) == 0)
         atomic_fetch_add_explicit(&purged_bytes, counted, memory_order_relaxed);
     errno = saved;

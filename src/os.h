@@ -103,6 +103,8 @@ unsigned long os_fault_count(enum os_fault_call call);
 size_t os_map_count(void);
 /* Number of purge calls (madvise) made so far (for white-box tests). */
 size_t os_purge_count(void);
+/* Those the calling thread made. */
+size_t os_purge_count_here(void);
 /* Bytes strata holds mapped now (resident or not). */
 size_t os_mapped_bytes(void);
 /* Bytes given back with madvise or munmap so far. */

@@ -12,6 +12,7 @@
 #include "core.h"
 
 _Atomic int purger_request = PURGER_IDLE;
+_Atomic bool purges_handed;
 _Atomic uint32_t purger_bell;
 _Atomic bool purger_sleeping;
 
@@ -83,10 +84,23 @@ static uint64_t run_around(uint64_t cover, unsigned k)
     return slice_run(first, end - first);
 }
 
+uint64_t purge_reach(uint64_t cover, uint64_t slices)
+{
+    uint64_t reach = 0;
+    for (uint64_t rest = slices; rest != 0; rest &= ~reach)
+        reach |= run_around(cover, (unsigned)__builtin_ctzll(rest));
+    return reach;
+}
+
 void purge_slices(struct segment *segment, uint64_t slices, uint64_t cover)
 {
-    strata_assert((slices & ~cover) == 0);
     slices_uncharge(segment, slices); /* purged, they no longer count (os.h) */
+    purge_runs(segment, slices, cover);
+}
+
+void purge_runs(struct segment *segment, uint64_t slices, uint64_t cover)
+{
+    strata_assert((slices & ~cover) == 0);
     while (slices) {
         uint64_t run = run_around(cover, (unsigned)__builtin_ctzll(slices));
         unsigned first = (unsigned)__builtin_ctzll(run);

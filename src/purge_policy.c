@@ -96,6 +96,20 @@ static void heap_purge_aged(struct heap *heap, uint64_t now)
     heap_release_empty_segments(heap);
 }
 
+bool heap_purge_hand(struct heap *heap)
+{
+    if (!purger_gives_back_later() ||
+        atomic_load_explicit(&purger_request, memory_order_relaxed) != PURGER_TAKEN ||
+        heap->dirty_slices > HANDED_DIRTY_LIMITS * heap_dirty_limit(heap))
+        return false;
+    if (atomic_load_explicit(&heap->purge_handoff, memory_order_relaxed) == PURGE_NOT_HANDED) {
+        atomic_store_explicit(&heap->purge_handoff, PURGE_HANDED, memory_order_relaxed);
+        atomic_store_explicit(&purges_handed, true, memory_order_release);
+        purger_ring();
+    }
+    return true;
+}
+
 void heap_maybe_purge(struct heap *heap)
 {
     if (heap->dirty_slices == 0)
@@ -105,7 +119,8 @@ void heap_maybe_purge(struct heap *heap)
         purger_ask();
     uint64_t delay = heap_purge_delay(heap);
     if (heap->dirty_slices > heap_dirty_limit(heap) || delay == 0) {
-        heap_purge_dirty(heap);
+        if (delay == 0 || !heap_purge_hand(heap))
+            heap_purge_dirty(heap);
         return;
     }
     uint64_t now = os_now_ns();
@@ -135,4 +150,54 @@ void heap_purge_idle(struct heap *heap)
     for (struct segment *s = heap->segments; s != NULL; s = s->next)
         s->aging_mask = s->dirty_mask;
     heap_purge_aged(heap, now);
+}
+
+/* ---- a purge handed to the purger ---------------------------------------- */
+unsigned heap_purge_take(struct heap *heap, struct purge_taken *taken, unsigned max)
+{
+    unsigned count = 0;
+    for (struct segment *s = heap->segments; s != NULL && count < max; s = s->next) {
+        uint64_t slices = s->dirty_mask;
+        if (slices == 0)
+            continue;
+        strata_assert_cmp(s->taken_mask, ==, 0);
+        /* The closed free slices between them go too, so that no page takes
+         * them while a call reaches over them. */
+        uint64_t cover = purge_reach(purge_cover(s, slices), slices);
+        slices_uncharge(s, slices);
+        unsigned dirty = (unsigned)__builtin_popcountll(slices);
+        strata_assert_cmp(heap->dirty_slices, >=, (size_t)dirty);
+        heap->dirty_slices -= dirty;
+        taken[count++] = (struct purge_taken){s, slices, s->purged_mask & cover};
+        s->purged_mask &= ~cover;
+        s->dirty_mask = 0;
+        s->aging_mask = 0;
+        s->free_mask &= ~cover;
+        s->taken_mask = cover;
+    }
+    return count;
+}
+
+void heap_purge_give_back(struct heap *heap, const struct purge_taken *taken, unsigned count)
+{
+    uint64_t now = os_now_ns();
+    for (unsigned i = 0; i < count; i++) {
+        struct segment *s = taken[i].segment;
+        s->free_mask |= s->taken_mask;
+        s->taken_mask = 0;
+        s->purged_mask |= taken[i].purged;
+        heap->slices_purged += slices_mark_purged(s, taken[i].slices, now);
+    }
+    heap_release_empty_segments(heap);
+}
+
+void heap_purge_handed_wait(struct heap *heap)
+{
+    int handed = PURGE_HANDED;
+    atomic_compare_exchange_strong(&heap->purge_handoff, &handed, PURGE_NOT_HANDED);
+    while (atomic_load_explicit(&heap->purge_handoff, memory_order_acquire) == PURGE_TAKEN) {
+        os_lock_give(&heap->lock);
+        os_yield();
+        os_lock_take(&heap->lock);
+    }
 }

@@ -507,7 +507,7 @@ static void segment_release(struct segment *segment)
 {
     strata_assert_cmp(segment->pages_in_use, ==, 0);
     strata_assert_cmp(segment->purging, ==, 0);
-    strata_assert(segment->free_mask == ALL_DATA_SLICES);
+    strata_assert(segment->free_mask == ALL_DATA_SLICES && segment->taken_mask == 0);
     map_set(segment, 0);
     pthread_mutex_lock(&cache_lock);
     bool keep = cache_count + cache_reserved < SEGMENT_CACHE_MAX;
@@ -579,7 +579,8 @@ void heap_release_empty_segments(struct heap *heap)
     struct segment *segment = heap->segments;
     while (segment != NULL) {
         struct segment *next = segment->next;
-        if (segment->pages_in_use == 0 && segment->dirty_mask == 0 && (segment->prev || segment->next)) {
+        if (segment->pages_in_use == 0 && segment->dirty_mask == 0 && segment->taken_mask == 0 &&
+            (segment->prev || segment->next)) {
             segment_unlink(&heap->segments, segment);
             own_segment_forget(heap, segment);
             segment_release(segment);
@@ -832,6 +833,9 @@ const char *segment_check(const struct segment *s, uintptr_t owner_word)
     if ((s->aging_mask & ~s->dirty_mask) != 0)
         return BROKEN("segment %p: aging slices %#llx not all dirty (%#llx)", (const void *)s,
                       (unsigned long long)s->aging_mask, (unsigned long long)s->dirty_mask);
+    if ((s->taken_mask & (s->free_mask | HEADER_SLICES)) != 0)
+        return BROKEN("segment %p: slices %#llx taken out to purge, but free or the header's (%#llx)",
+                      (const void *)s, (unsigned long long)s->taken_mask, (unsigned long long)s->free_mask);
     if ((s->purged_mask & ~(s->free_mask & ~s->dirty_mask)) != 0)
         return BROKEN("segment %p: purged slices %#llx not all free and clean (%#llx, dirty %#llx)",
                       (const void *)s, (unsigned long long)s->purged_mask,
@@ -847,7 +851,7 @@ const char *segment_check(const struct segment *s, uintptr_t owner_word)
             return BROKEN("segment %p: page at slice %u spans %u slices", (const void *)s, i,
                           page->slice_count);
         uint64_t run = slice_run(i, page->slice_count);
-        if ((covered & run) != 0 || (s->free_mask & run) != 0)
+        if ((covered & run) != 0 || ((s->free_mask | s->taken_mask) & run) != 0)
             return BROKEN("segment %p: page at slice %u overlaps a page or free slices",
                           (const void *)s, i);
         covered |= run;
@@ -886,9 +890,9 @@ const char *segment_check(const struct segment *s, uintptr_t owner_word)
             return BROKEN("page %p: block size %u, %u slices, %u blocks, class %u", (const void *)page,
                           page->block_size, page->slice_count, page->reserved, page->class_index);
     }
-    if ((covered | s->free_mask | HEADER_SLICES) != ~(uint64_t)0)
+    if ((covered | s->free_mask | s->taken_mask | HEADER_SLICES) != ~(uint64_t)0)
         return BROKEN("segment %p: slices %#llx neither free nor in a page", (const void *)s,
-                      (unsigned long long)~(covered | s->free_mask | HEADER_SLICES));
+                      (unsigned long long)~(covered | s->free_mask | s->taken_mask | HEADER_SLICES));
     for (unsigned k = 1; k < SLICES_PER_SEGMENT; k++)
         if (((s->free_mask >> k) & 1) &&
             (s->slices[k].page_slice != 0 || s->slices[k].class_index != CLASS_NONE || s->slices[k].carved_key != 0 ||
@@ -899,9 +903,9 @@ const char *segment_check(const struct segment *s, uintptr_t owner_word)
         return BROKEN("segment %p: %u pages in use, counted %u", (const void *)s, in_use,
                       s->pages_in_use);
     /* A slice's charge is at most the slice; the header's slices and the
-     * free slices purged since have none. */
+     * free slices purged since, or taken out to be purged, have none. */
     for (unsigned k = 0; k < SLICES_PER_SEGMENT; k++) {
-        bool uncharged = ((HEADER_SLICES | (s->free_mask & ~s->dirty_mask)) >> k) & 1;
+        bool uncharged = ((HEADER_SLICES | s->taken_mask | (s->free_mask & ~s->dirty_mask)) >> k) & 1;
         if (s->charged_kib[k] > SLICE_SIZE / 1024 || (uncharged && s->charged_kib[k] != 0))
             return BROKEN("segment %p: slice %u charges %u KiB (%s)", (const void *)s, k, s->charged_kib[k],
                           uncharged ? "a header or purged slice" : "more than a slice");

@@ -575,9 +575,114 @@ static void test_purge_delay(void)
     CHECK_CMP(heap->dirty_slices, ==, 0);
     CHECK_CMP(resident_bytes() + 25 * SLICE_SIZE, <=, resident_dirty);
     CHECK_SOUND(heap_check(heap));
-    heap->dirty_slices += HEAP_DIRTY_LIMIT + 1; /* pretend: the count alone decides */
+    /* Pretend: the count alone decides. Past HANDED_DIRTY_LIMITS times the
+     * limit the heap purges at once itself, whether or not a purger runs
+     * to hand it to. */
+    heap->dirty_slices += HANDED_DIRTY_LIMITS * HEAP_DIRTY_LIMIT + 1;
     heap_maybe_purge(heap);
     CHECK_CMP(heap->dirty_slices, ==, 0);
+}
+
+/* The heap's purge past its limit, as the free path waits on it: whether
+ * it is handed over or not. */
+static bool handoff_settled(struct heap *heap)
+{
+    os_lock_take(&heap->lock);
+    bool settled = atomic_load(&heap->purge_handoff) == PURGE_NOT_HANDED && heap->dirty_slices <= HEAP_DIRTY_LIMIT;
+    os_lock_give(&heap->lock);
+    return settled;
+}
+
+/* In a child with a purge delay of 2 s (no aged purge meddles): medium
+ * pages of 3 slices, a little more than the dirty limit, written and
+ * freed, three times. Past the limit the heap hands its purge to the
+ * purger thread: the freeing thread makes no purge call, the purger gives
+ * the slices back soon after, and the pages made again from them hold what
+ * is written into them. Past HANDED_DIRTY_LIMITS times the limit with the
+ * purge still handed (the purger starved), the heap purges itself. Exit
+ * status: 0, or the step that failed. */
+static int limit_purge_handed(void)
+{
+    enum { PAGE_BYTES = 3 * SLICE_SIZE, PAGES = HEAP_DIRTY_LIMIT / 3 + 16, MORE = HANDED_DIRTY_LIMITS * HEAP_DIRTY_LIMIT / 3 + 16 };
+    static char *page[MORE];
+    purger_ask();
+    strata_free(strata_malloc(16)); /* the allocation starts the purger asked for */
+    struct heap *heap = thread_heap;
+    if (atomic_load(&purger_request) != PURGER_TAKEN) {
+        printf("no purger thread\n");
+        return 2;
+    }
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < PAGES; i++) {
+            page[i] = strata_malloc(PAGE_BYTES);
+            memset(page[i], (i + round) & 0xff, PAGE_BYTES);
+        }
+        for (int i = 0; i < PAGES; i++)
+            for (size_t at = 0; at < PAGE_BYTES; at += 4096)
+                if (page[i][at] != (char)((i + round) & 0xff)) {
+                    printf("round %d: page %d lost its contents at %zu\n", round, i, at);
+                    return 3;
+                }
+        if (heap->purge_stretch != 0) {
+            printf("round %d: the limit stretched\n", round);
+            return 4;
+        }
+        size_t calls = os_purge_count_here(), purged = os_purged_bytes();
+        for (int i = 0; i < PAGES; i++)
+            strata_free(page[i]);
+        if (os_purge_count_here() != calls) {
+            printf("round %d: the freeing thread made %zu purge calls\n", round, os_purge_count_here() - calls);
+            return 5;
+        }
+        for (int wait_ms = 0; !handoff_settled(heap) && wait_ms < 20000; wait_ms++)
+            nanosleep(&(struct timespec){0, 1000000}, NULL);
+        if (!handoff_settled(heap)) {
+            printf("round %d: the purge handed over never ended (%zu dirty slices)\n", round, heap->dirty_slices);
+            return 6;
+        }
+        if (os_purged_bytes() - purged < (size_t)HEAP_DIRTY_LIMIT * SLICE_SIZE) {
+            printf("round %d: %zu bytes purged\n", round, os_purged_bytes() - purged);
+            return 7;
+        }
+        const char *broken = heap_check(heap);
+        if (broken != NULL) {
+            printf("round %d: %s\n", round, broken);
+            return 8;
+        }
+    }
+    /* Not rung, the purger never looks at a purge handed this way. */
+    os_lock_take(&heap->lock);
+    atomic_store(&heap->purge_handoff, PURGE_HANDED);
+    os_lock_give(&heap->lock);
+    for (int i = 0; i < MORE; i++)
+        page[i] = strata_malloc(PAGE_BYTES);
+    size_t calls = os_purge_count_here();
+    for (int i = 0; i < MORE; i++)
+        strata_free(page[i]);
+    if (os_purge_count_here() == calls || heap->dirty_slices > HANDED_DIRTY_LIMITS * HEAP_DIRTY_LIMIT) {
+        printf("past the handed limits: %zu purge calls, %zu dirty slices\n", os_purge_count_here() - calls,
+               heap->dirty_slices);
+        return 9;
+    }
+    os_lock_take(&heap->lock);
+    atomic_store(&heap->purge_handoff, PURGE_NOT_HANDED);
+    os_lock_give(&heap->lock);
+    const char *broken = heap_check(heap);
+    if (broken != NULL) {
+        printf("at the end: %s\n", broken);
+        return 10;
+    }
+    return 0;
+}
+
+static void test_limit_purge_handed(void)
+{
+    if (!children_runnable())
+        return;
+    struct outcome o = check_spawn_within("limit-purge-handed", "STRATA_PURGE_DELAY_MS=2000", 120);
+    CHECK(WIFEXITED(o.status) && WEXITSTATUS(o.status) == 0);
+    if (!WIFEXITED(o.status) || WEXITSTATUS(o.status) != 0)
+        fprintf(stderr, "child said: %s\n", o.output);
 }
 
 /* In a new thread (a segment of its own, filled from its first slice):
@@ -1144,6 +1249,7 @@ static void test_refill_checkpoint(void)
 static const struct check_case cases[] = {
     {"corrupt-page", corrupt_current_page},
     {"loop-at-flush", loop_at_flush},
+    {"limit-purge-handed", limit_purge_handed},
 };
 
 static const struct check_test tests[] = {
@@ -1156,6 +1262,7 @@ static const struct check_test tests[] = {
     {"empty_pages", test_empty_pages},
     {"purge_delay", test_purge_delay},
     {"purge_runs", test_purge_runs},
+    {"limit_purge_handed", test_limit_purge_handed},
     {"no_mapping_in_loop", test_no_mapping_in_loop},
     {"remote_free", test_remote_free},
     {"remote_pages", test_remote_pages},
