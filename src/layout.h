@@ -42,9 +42,9 @@ _Static_assert(SMALL_MAX * 4 <= (SLICES_PER_SEGMENT - 1) * SLICE_SIZE,
  * thread (STRATA_BACKGROUND_PURGE=2). */
 #define HEAP_DIRTY_LIMIT 512
 /* With the purger thread running, a heap past its limit hands the purge
- * to it and goes on (purge_policy.c), up to this many times the limit:
- * then it purges itself. */
-#define HANDED_DIRTY_LIMITS 4
+ * to it and goes on (purge_policy.c), up to this many free slices (256
+ * MiB, above the most stretched limit): then it purges itself. */
+#define HANDED_DIRTY_MAX (8 * HEAP_DIRTY_LIMIT)
 /* A heap whose purged slices its pages take back within the longest delay
  * (the option's << PURGE_STRETCH_MAX) of their purge, PURGE_RETAKEN_MIN of
  * them and an eighth of what it purged lately, doubles its delay, up to

@@ -100,7 +100,7 @@ bool heap_purge_hand(struct heap *heap)
 {
     if (!purger_gives_back_later() ||
         atomic_load_explicit(&purger_request, memory_order_relaxed) != PURGER_TAKEN ||
-        heap->dirty_slices > HANDED_DIRTY_LIMITS * heap_dirty_limit(heap))
+        heap->dirty_slices > HANDED_DIRTY_MAX)
         return false;
     if (atomic_load_explicit(&heap->purge_handoff, memory_order_relaxed) == PURGE_NOT_HANDED) {
         atomic_store_explicit(&heap->purge_handoff, PURGE_HANDED, memory_order_relaxed);

@@ -575,10 +575,9 @@ static void test_purge_delay(void)
     CHECK_CMP(heap->dirty_slices, ==, 0);
     CHECK_CMP(resident_bytes() + 25 * SLICE_SIZE, <=, resident_dirty);
     CHECK_SOUND(heap_check(heap));
-    /* Pretend: the count alone decides. Past HANDED_DIRTY_LIMITS times the
-     * limit the heap purges at once itself, whether or not a purger runs
-     * to hand it to. */
-    heap->dirty_slices += HANDED_DIRTY_LIMITS * HEAP_DIRTY_LIMIT + 1;
+    /* Pretend: the count alone decides. Past HANDED_DIRTY_MAX the heap
+     * purges at once itself, whether or not a purger runs to hand it to. */
+    heap->dirty_slices += HANDED_DIRTY_MAX + 1;
     heap_maybe_purge(heap);
     CHECK_CMP(heap->dirty_slices, ==, 0);
 }
@@ -598,12 +597,12 @@ static bool handoff_settled(struct heap *heap)
  * freed, three times. Past the limit the heap hands its purge to the
  * purger thread: the freeing thread makes no purge call, the purger gives
  * the slices back soon after, and the pages made again from them hold what
- * is written into them. Past HANDED_DIRTY_LIMITS times the limit with the
- * purge still handed (the purger starved), the heap purges itself. Exit
- * status: 0, or the step that failed. */
+ * is written into them. Past HANDED_DIRTY_MAX free slices with the purge
+ * still handed (the purger starved), the heap purges itself. Exit status:
+ * 0, or the step that failed. */
 static int limit_purge_handed(void)
 {
-    enum { PAGE_BYTES = 3 * SLICE_SIZE, PAGES = HEAP_DIRTY_LIMIT / 3 + 16, MORE = HANDED_DIRTY_LIMITS * HEAP_DIRTY_LIMIT / 3 + 16 };
+    enum { PAGE_BYTES = 3 * SLICE_SIZE, PAGES = HEAP_DIRTY_LIMIT / 3 + 16, MORE = HANDED_DIRTY_MAX / 3 + 16 };
     static char *page[MORE];
     purger_ask();
     strata_free(strata_malloc(16)); /* the allocation starts the purger asked for */
@@ -659,7 +658,7 @@ static int limit_purge_handed(void)
     size_t calls = os_purge_count_here();
     for (int i = 0; i < MORE; i++)
         strata_free(page[i]);
-    if (os_purge_count_here() == calls || heap->dirty_slices > HANDED_DIRTY_LIMITS * HEAP_DIRTY_LIMIT) {
+    if (os_purge_count_here() == calls || heap->dirty_slices > HANDED_DIRTY_MAX) {
         printf("past the handed limits: %zu purge calls, %zu dirty slices\n", os_purge_count_here() - calls,
                heap->dirty_slices);
         return 9;
