@@ -275,7 +275,7 @@ static void heap_purge_handed(struct heap *heap)
         if (count < PURGE_TAKEN_SEGMENTS)
             break;
     }
-    atomic_store_explicit(&heap->purge_handoff, PURGE_NOT_HANDED, memory_order_release);
+    heap_purge_handed_end(heap);
     os_lock_give(&heap->lock);
 }
 

@@ -15,6 +15,7 @@
 #include "checkers.h"
 #include "bins.h"
 #include "core.h"
+#include "heap_private.h"
 #include "strata.h"
 
 #define COUNT 8192
@@ -597,9 +598,11 @@ static bool handoff_settled(struct heap *heap)
  * freed, three times. Past the limit the heap hands its purge to the
  * purger thread: the freeing thread makes no purge call, the purger gives
  * the slices back soon after, and the pages made again from them hold what
- * is written into them. Past HANDED_DIRTY_MAX free slices with the purge
- * still handed (the purger starved), the heap purges itself. Exit status:
- * 0, or the step that failed. */
+ * is written into them. A heap that went past the limit while the purger
+ * held its purge taken is handed over again when that purge ends. Past
+ * HANDED_DIRTY_MAX free slices with the purge still handed (the purger
+ * starved), the heap purges itself. Exit status: 0, or the step that
+ * failed. */
 static int limit_purge_handed(void)
 {
     enum { PAGE_BYTES = 3 * SLICE_SIZE, PAGES = HEAP_DIRTY_LIMIT / 3 + 16, MORE = HANDED_DIRTY_MAX / 3 + 16 };
@@ -648,6 +651,31 @@ static int limit_purge_handed(void)
             printf("round %d: %s\n", round, broken);
             return 8;
         }
+    }
+    /* Past the limit while the purger held a purge taken: the owner's
+     * frees hand nothing, and once done it never comes back to; the end of
+     * the purger's purge hands it again. */
+    for (int i = 0; i < PAGES; i++)
+        page[i] = strata_malloc(PAGE_BYTES);
+    os_lock_take(&heap->lock);
+    atomic_store(&heap->purge_handoff, PURGE_TAKEN);
+    os_lock_give(&heap->lock);
+    for (int i = 0; i < PAGES; i++)
+        strata_free(page[i]);
+    os_lock_take(&heap->lock);
+    if (heap->dirty_slices <= HEAP_DIRTY_LIMIT) {
+        printf("freed past the limit, %zu dirty slices\n", heap->dirty_slices);
+        return 11;
+    }
+    heap_purge_handed_end(heap); /* what the purger's purge ends with */
+    os_lock_give(&heap->lock);
+    /* Within 1.5 s, before the purger's rounds would purge them as idle
+     * (two delays without a check, 4 s). */
+    for (int wait_ms = 0; !handoff_settled(heap) && wait_ms < 1500; wait_ms++)
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
+    if (!handoff_settled(heap)) {
+        printf("not handed again: %zu dirty slices\n", heap->dirty_slices);
+        return 12;
     }
     /* Not rung, the purger never looks at a purge handed this way. */
     os_lock_take(&heap->lock);
