@@ -73,9 +73,10 @@ struct purge_taken {
 };
 unsigned heap_purge_take(struct heap *heap, struct purge_taken *taken, unsigned max);
 void heap_purge_give_back(struct heap *heap, const struct purge_taken *taken, unsigned count);
-/* The end of a handed purge (heap lock held): handed again at once if the
- * owner went past the limit meanwhile (the purge taken, the owner's frees
- * could not hand it, and an owner done freeing never comes back to). */
+/* The end of a handed purge, by the purger (heap lock held): handed again
+ * at once if the owner went past the limit meanwhile (the purge taken, the
+ * owner's frees could not hand it, and an owner done freeing never comes
+ * back to). */
 void heap_purge_handed_end(struct heap *heap);
 /* Waits until the purger no longer holds slices of the heap outside its
  * lock (heap lock held, given up meanwhile); a purge handed and not yet

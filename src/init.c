@@ -202,7 +202,9 @@ static void *purger_main(void *arg)
         stats_sample();
     for (;;) {
         uint64_t wake = next_round < next_alone_check ? next_round : next_alone_check;
-        if (wake > now)
+        /* A purge handed over while the purger was looking (its ring then
+         * read into `rung` already) is never slept on. */
+        if (wake > now && !atomic_load_explicit(&purges_handed, memory_order_acquire))
             os_wait_ns(&purger_bell, rung, wake - now < PURGER_IDLE_SLEEP_NS ? wake - now : PURGER_IDLE_SLEEP_NS);
         now = os_now_ns();
         uint32_t bell = atomic_load_explicit(&purger_bell, memory_order_acquire);

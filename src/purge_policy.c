@@ -194,9 +194,10 @@ void heap_purge_give_back(struct heap *heap, const struct purge_taken *taken, un
 void heap_purge_handed_end(struct heap *heap)
 {
     if (heap->dirty_slices > heap_dirty_limit(heap)) {
+        /* No ring: the purger, the caller, looks at the flag before it
+         * waits. */
         atomic_store_explicit(&heap->purge_handoff, PURGE_HANDED, memory_order_relaxed);
         atomic_store_explicit(&purges_handed, true, memory_order_release);
-        purger_ring();
     } else {
         atomic_store_explicit(&heap->purge_handoff, PURGE_NOT_HANDED, memory_order_release);
     }

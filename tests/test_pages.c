@@ -669,6 +669,7 @@ static int limit_purge_handed(void)
     }
     heap_purge_handed_end(heap); /* what the purger's purge ends with */
     os_lock_give(&heap->lock);
+    purger_ring(); /* the purger, its caller, would look at the flag before it waits */
     /* Within 1.5 s, before the purger's rounds would purge them as idle
      * (two delays without a check, 4 s). */
     for (int wait_ms = 0; !handoff_settled(heap) && wait_ms < 1500; wait_ms++)
