@@ -579,12 +579,16 @@ class Suite:
         waits = [min(1, sz["last_wait"]), min(5, sz["last_wait"]), sz["last_wait"]]
         for io in sz["io_threads"]:
             label = "%d I/O threads" % io if io else "no I/O threads"
-            header += ["%s: full" % label] + ["%g s after" % w for w in waits]
+            header += ["%s: full" % label, "FLUSHALL s"] + ["%g s after" % w for w in waits]
         table = []
         for name in names:
             row = [name]
             for case in cases:
                 row.append("%.0f" % self.med(rows, name, case, "full_rss_mb"))
+                text = "%.1f" % self.med(rows, name, case, "flush_s")
+                if name != "strata":
+                    text += " (%.2fx)" % harness.paired_ratio(rows, name, "strata", case, "flush_s")
+                row.append(text)
                 for key in ("after_1s_rss_mb", "after_5s_rss_mb", "after_last_rss_mb"):
                     text = "%.0f" % self.med(rows, name, case, key)
                     if name != "strata":
@@ -593,10 +597,11 @@ class Suite:
             table.append(row)
         used = harness.median([r["full_used_mb"] for r in rows])
         return (title + "Filled by redis-benchmark over loopback (%d SETs of %d-byte values on random keys: %.0f MB that\n"
-                "redis counts as used), then FLUSHALL; the server's malloc preloaded into it alone (glibc: the C\n"
+                "redis counts as used), then FLUSHALL, timed (the server freeing it all), and the resident MB\n"
+                "1, 5 and %g s after its reply; the server's malloc preloaded into it alone (glibc: the C\n"
                 "library preloaded, since Debian's redis links jemalloc; jemalloc is redis's own choice). With I/O\n"
                 "threads they read and parse requests, so the main thread frees what they allocated.\n\n%s\n"
-                % (sz["requests"], 1000, used, harness.markdown_table(header, table)))
+                % (sz["requests"], 1000, used, sz["last_wait"], harness.markdown_table(header, table)))
 
     def arena(self):
         """Arenas beside GNU obstack, APR pools and malloc/free (glibc's: the
