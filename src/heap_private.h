@@ -56,10 +56,9 @@ void heap_purge_released_idle(struct heap *heap);
 void heap_purge_idle(struct heap *heap);
 /* A heap past its dirty limit hands the purge of all its free slices to
  * the purger thread, if it runs, and goes on: its thread never waits on
- * madvise (design.md, "Giving memory back"). Past
- * HANDED_DIRTY_MAX free slices, a purger that has not come yet (a
- * thread starved of a core) is not waited for. Whether it was handed (heap
- * lock held). */
+ * madvise (design.md, "Giving memory back"). Past HANDED_DIRTY_MAX free
+ * slices, a purger that has not come yet (a thread starved of a core) is
+ * not waited for. Whether it was handed (heap lock held). */
 bool heap_purge_hand(struct heap *heap);
 /* A purge handed to the purger (heap_maybe_purge), in two steps under the
  * heap's lock with the purge between them outside it: heap_purge_take

@@ -248,8 +248,9 @@ void heap_trim_own(void)
 /* The segments a handed purge takes slices of at a time (the purger's
  * stack holds their list); a heap with more goes in several steps. */
 #define PURGE_TAKEN_SEGMENTS 32
-/* Steps of one handed purge at most: an owner dirtying slices as fast as
- * they go keeps the rest for its next hand-over. */
+/* Steps of one handed purge at most: what an owner dirtying slices as
+ * fast as they go leaves is handed again at the purge's end
+ * (heap_purge_handed_end), after the purger's other work. */
 #define PURGE_HANDED_STEPS 4
 
 /* The heap's handed purge: its dirty slices taken out under its lock,
