@@ -593,6 +593,14 @@ static bool handoff_settled(struct heap *heap)
     return settled;
 }
 
+/* Whether it settles within `ms` milliseconds. */
+static bool handoff_settles_within(struct heap *heap, int ms)
+{
+    for (int waited = 0; !handoff_settled(heap) && waited < ms; waited++)
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
+    return handoff_settled(heap);
+}
+
 /* In a child with a purge delay of 2 s (no aged purge meddles): medium
  * pages of 3 slices, a little more than the dirty limit, written and
  * freed, three times. Past the limit the heap hands its purge to the
@@ -636,9 +644,7 @@ static int limit_purge_handed(void)
             printf("round %d: the freeing thread made %zu purge calls\n", round, os_purge_count_here() - calls);
             return 5;
         }
-        for (int wait_ms = 0; !handoff_settled(heap) && wait_ms < 20000; wait_ms++)
-            nanosleep(&(struct timespec){0, 1000000}, NULL);
-        if (!handoff_settled(heap)) {
+        if (!handoff_settles_within(heap, 20000)) {
             printf("round %d: the purge handed over never ended (%zu dirty slices)\n", round, heap->dirty_slices);
             return 6;
         }
@@ -672,9 +678,7 @@ static int limit_purge_handed(void)
     purger_ring(); /* the purger, its caller, would look at the flag before it waits */
     /* Within 1.5 s, before the purger's rounds would purge them as idle
      * (two delays without a check, 4 s). */
-    for (int wait_ms = 0; !handoff_settled(heap) && wait_ms < 1500; wait_ms++)
-        nanosleep(&(struct timespec){0, 1000000}, NULL);
-    if (!handoff_settled(heap)) {
+    if (!handoff_settles_within(heap, 1500)) {
         printf("not handed again: %zu dirty slices\n", heap->dirty_slices);
         return 12;
     }
