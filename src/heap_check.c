@@ -40,9 +40,12 @@ const char *heap_check_locked(const struct heap *heap)
                 return broken;
             listed += page->listed;
             /* Neither current nor listed: full, every block carved (a medium
-             * page always is). */
+             * page always is), or under a memory limit every block it could
+             * carve: a current page whose carve the limit refused is left
+             * for an available one (bins.c, current_with_free), and listed
+             * again when a block of it comes back. */
             if (!page->listed && (page->class_index == CLASS_MEDIUM || page != heap->current[page->class_index]) &&
-                (page->free != NULL || page->capacity != page->reserved))
+                (page->free != NULL || (page->capacity != page->reserved && !os_limited())))
                 return heap_broken("page %p of class %u is neither current nor listed, yet has room",
                                    (const void *)page, page->class_index);
         }
