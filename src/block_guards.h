@@ -2,7 +2,9 @@
  * for the files that carve, quarantine and check blocks: the zeros a free
  * block holds, the canary after a live block's end, and the state that
  * says where that end is (layout.h, block_state). Pure inline helpers over
- * layout.h; in the default flavour nothing calls them.
+ * layout.h; in the default flavour only a medium block's guard word and
+ * canary (both flavours have them; the secure flavour makes no medium
+ * block) are written and checked.
  *
  * A handed-out small block's usable end (block_end: the size asked, or
  * nearer its slot's end when the slack is too long for a state) holds
@@ -207,6 +209,42 @@ static inline size_t large_tail_check(const void *p, size_t usable, const struct
         report_fatal("write past the end of a block (its size word is overwritten)", p);
     canary_check(p, size, keys);
     return size;
+}
+
+/* ---- a medium block's guards (layout.h, MEDIUM_HEAD) ------------------------
+ * Its guard word before it, its canary after its usable size; written when
+ * the block is made or grown in place (segment.c, under its heap's lock).
+ * A page's block_size is only changed by its owner under that lock, and
+ * read by a free once the program handed the block over. */
+static inline void medium_guards_set(const struct page *page)
+{
+    char *p = medium_block(page);
+    struct block_keys keys = keys_of(p);
+    memcpy(p - sizeof keys.guard, &keys.guard, sizeof keys.guard);
+    memcpy(p + page->block_size, &keys.canary, sizeof keys.canary);
+}
+
+/* What is wrong with a live medium block's guards: NULL, or a report's
+ * words. */
+static inline const char *medium_guards_broken(const struct page *page)
+{
+    const char *p = medium_block(page);
+    struct block_keys keys = keys_of(p);
+    uint64_t guard, canary;
+    memcpy(&guard, p - sizeof guard, sizeof guard);
+    memcpy(&canary, p + page->block_size, sizeof canary);
+    if (unlikely(guard != keys.guard))
+        return "write before the start of a block (the guard word before it is overwritten)";
+    if (unlikely(canary != keys.canary))
+        return "write past the end of a block (its canary is overwritten)";
+    return NULL;
+}
+
+static inline void medium_guards_check(const struct page *page)
+{
+    const char *broken = medium_guards_broken(page);
+    if (unlikely(broken != NULL))
+        report_fatal(broken, medium_block(page));
 }
 
 #endif /* STRATA_BLOCK_GUARDS_H */

@@ -84,10 +84,21 @@ _Static_assert(CACHE_LINE > 4, "a heap's address leaves the tags' bits and OWNER
  * and given back to them when freed, so that a loop of medium blocks makes
  * no system call and faults no page once its slices are resident. Their
  * slices are of class CLASS_MEDIUM, whose multiplier and key are 0: every
- * free of one leaves the inline path for free_segment_slow. */
+ * free of one leaves the inline path for free_segment_slow.
+ * The block lies MEDIUM_HEAD bytes into its page: the word before it is its
+ * guard, and the MEDIUM_TAIL bytes after its usable size (the size asked,
+ * rounded up to 16: page->block_size) begin with its canary, both keyed by
+ * its address (block_guards.h, medium_guards_set). Every free of the block
+ * and every growth in place checks both (segment.c), so that a write just
+ * before it or past its end is reported, as glibc's chunk headers have it
+ * reported; only the OS pages the block and its two words reach are
+ * touched and charged, so a size of whole slices, which takes one slice
+ * more, costs a page of memory, not a slice. */
 #define CLASS_MEDIUM (CLASS_COUNT + 1)
+#define MEDIUM_HEAD 16
+#define MEDIUM_TAIL 16
 #define MEDIUM_MAX_SLICES 60
-#define MEDIUM_MAX ((size_t)MEDIUM_MAX_SLICES * SLICE_SIZE)
+#define MEDIUM_MAX ((size_t)MEDIUM_MAX_SLICES * SLICE_SIZE - MEDIUM_HEAD - MEDIUM_TAIL)
 _Static_assert(MEDIUM_MAX_SLICES < SLICES_PER_SEGMENT, "a medium page fits a segment beside its header");
 /* (The secure flavour, whose block states leave pages 47 slices, makes no
  * medium page: page_new_medium asserts it.) */
@@ -202,6 +213,29 @@ struct page {
     struct block *remote_tail;
     struct page *remote_next;
 };
+/* A medium block's usable size for `size` bytes asked, the bytes of its
+ * page it reaches (its guard and canary included), its slices, and the
+ * block itself (layout.h, CLASS_MEDIUM). */
+static inline size_t medium_usable(size_t size)
+{
+    return (size + 15) & ~(size_t)15;
+}
+
+static inline size_t medium_reach(size_t usable)
+{
+    return MEDIUM_HEAD + usable + MEDIUM_TAIL;
+}
+
+static inline size_t medium_slices(size_t usable)
+{
+    return (medium_reach(usable) + SLICE_SIZE - 1) / SLICE_SIZE;
+}
+
+static inline char *medium_block(const struct page *page)
+{
+    return page->start + MEDIUM_HEAD;
+}
+
 /* A page holds at most 4096 blocks (64 KiB of 16-byte ones): the count
  * fits, and user addresses are below 2^47. */
 #define PAGE_REMOTE_SHIFT 48
@@ -470,7 +504,7 @@ static inline size_t small_usable_size(const void *p)
     if (likely(class_index < CLASS_COUNT))
         return class_size[class_index];
     struct page *page = page_of(segment, p);
-    if (class_index != CLASS_MEDIUM || !page->in_use || (const char *)p != page->start)
+    if (class_index != CLASS_MEDIUM || !page->in_use || (const char *)p != medium_block(page))
         return 0; /* a free slice, or inside a medium block */
     return page->block_size;
 }

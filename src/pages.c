@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "block_guards.h"
 #include "heap_private.h"
 
 static void list_push(struct heap *heap, struct page *page)
@@ -180,11 +181,12 @@ void *heap_medium_alloc(struct heap *heap, size_t size, bool zero)
      * purged ones whose purge failed), which a free would take for a double
      * free: they are cleared as block_take clears a small block's, and a
      * zeroed block is always written. */
+    char *block = medium_block(page);
     if (zero)
-        memset(page->start, 0, size);
+        memset(block, 0, size);
     else
-        block_take((struct block *)page->start);
-    return page->start;
+        block_take((struct block *)block);
+    return block;
 }
 
 bool heap_medium_grow(void *block, size_t size)
@@ -255,6 +257,8 @@ const char *page_check(const struct page *page)
     if (page->used > page->capacity || page->capacity > page->reserved)
         return heap_broken("page %p: used %u, capacity %u, reserved %u", (const void *)page, page->used,
                            page->capacity, page->reserved);
+    if (page->class_index == CLASS_MEDIUM && page->used != 0 && (broken = medium_guards_broken(page)) != NULL)
+        return heap_broken("medium block %p: %s", (const void *)medium_block(page), broken);
     const struct block *bad;
     size_t length = free_list_length(page->free, page->capacity, &bad);
     if (bad != NULL)

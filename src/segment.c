@@ -362,49 +362,52 @@ struct page *page_new(struct heap *heap, unsigned class_index, bool may_map)
 }
 
 /* ---- medium pages ------------------------------------------------------- */
-/* The slices of a medium page for `size` bytes. */
-static size_t medium_slices(size_t size)
-{
-    return (size + SLICE_SIZE - 1) / SLICE_SIZE;
-}
-
 struct page *page_new_medium(struct heap *heap, size_t size)
 {
     strata_assert(size > SMALL_MAX && size <= MEDIUM_MAX);
     strata_assert(!STRATA_SECURE_BUILD); /* its pages have 47 slices: it maps blocks above SMALL_MAX */
-    size_t length = medium_slices(size);
+    size_t usable = medium_usable(size);
+    size_t length = medium_slices(usable);
     struct page *page = page_take(heap, length, CLASS_MEDIUM, true);
     if (page == NULL)
         return NULL;
-    if (!prefix_charge(segment_of(page->start), page->start, length * SLICE_SIZE)) {
+    if (!prefix_charge(segment_of(page->start), page->start, medium_reach(usable))) {
         page_release(heap, page);
         return NULL;
     }
-    page->block_size = (uint32_t)(length * SLICE_SIZE);
+    page->block_size = (uint32_t)usable;
     page->reserved = page->capacity = 1;
     counter_set(&page->used, 1);
+    medium_guards_set(page);
     return page;
 }
 
 bool page_grow_medium(struct heap *heap, struct page *page, size_t size)
 {
     strata_assert(page->class_index == CLASS_MEDIUM && size <= MEDIUM_MAX);
+    medium_guards_check(page); /* what the block's writes did, before it moves its canary */
     struct segment *segment = segment_of(page->start);
     unsigned first = slice_of(page->start);
-    size_t length = medium_slices(size);
-    if (length <= page->slice_count)
-        return true;
+    size_t usable = medium_usable(size);
+    size_t length = medium_slices(usable);
     if (first + length > SLICES_PER_SEGMENT)
         return false;
-    uint64_t run = slice_run(first + page->slice_count, length - page->slice_count);
-    if ((segment->free_mask & run) != run ||
-        !page_open(segment, first + page->slice_count, length - page->slice_count, CLASS_MEDIUM) ||
-        !prefix_charge(segment, page->start, length * SLICE_SIZE))
+    if (length > page->slice_count) {
+        uint64_t run = slice_run(first + page->slice_count, length - page->slice_count);
+        if ((segment->free_mask & run) != run ||
+            !page_open(segment, first + page->slice_count, length - page->slice_count, CLASS_MEDIUM))
+            return false;
+    }
+    if (!prefix_charge(segment, page->start, medium_reach(usable)))
         return false;
-    slices_claim(heap, segment, run);
-    slices_name(segment, first + page->slice_count, (unsigned)(length - page->slice_count), CLASS_MEDIUM, first);
-    page->slice_count = (uint8_t)length;
-    page->block_size = (uint32_t)(length * SLICE_SIZE);
+    if (length > page->slice_count) {
+        uint64_t run = slice_run(first + page->slice_count, length - page->slice_count);
+        slices_claim(heap, segment, run);
+        slices_name(segment, first + page->slice_count, (unsigned)(length - page->slice_count), CLASS_MEDIUM, first);
+        page->slice_count = (uint8_t)length;
+    }
+    page->block_size = (uint32_t)usable;
+    medium_guards_set(page);
     return true;
 }
 
@@ -871,7 +874,7 @@ const char *segment_check(const struct segment *s, uintptr_t owner_word)
         }
         /* Under a limit, what the page has carved, or a medium page holds,
          * is charged. */
-        size_t held = page->class_index == CLASS_MEDIUM ? page->block_size
+        size_t held = page->class_index == CLASS_MEDIUM ? medium_reach(page->block_size)
                                                         : (size_t)page->capacity * page->block_size;
         for (unsigned k = i; os_limited() && k < i + page->slice_count; k++) {
             size_t from = (size_t)(k - i) * SLICE_SIZE;
@@ -884,8 +887,8 @@ const char *segment_check(const struct segment *s, uintptr_t owner_word)
             return BROKEN("page %p: used %u, capacity %u, reserved %u", (const void *)page,
                           page->used, page->capacity, page->reserved);
         if (page->class_index == CLASS_MEDIUM
-                ? page->block_size != page->slice_count * SLICE_SIZE || page->reserved != 1 ||
-                      page->slice_count > MEDIUM_MAX_SLICES
+                ? medium_slices(page->block_size) != page->slice_count || page->block_size % 16 != 0 ||
+                      page->reserved != 1 || page->slice_count > MEDIUM_MAX_SLICES
                 : page->class_index >= CLASS_COUNT || page->block_size != class_size[page->class_index])
             return BROKEN("page %p: block size %u, %u slices, %u blocks, class %u", (const void *)page,
                           page->block_size, page->slice_count, page->reserved, page->class_index);
@@ -927,9 +930,11 @@ struct page *free_segment_page(void *p)
         report_fatal("free of a pointer into memory that is not allocated (a double free?)", p);
     uint32_t in_page = slice_page_offset(slice, (uint32_t)((uintptr_t)p & SEGMENT_MASK));
     struct page *page = &segment->pages[slice->page_slice];
-    /* A medium page's one block starts the page; a small page's blocks are
-     * where their keys say. */
-    if (class_index == CLASS_MEDIUM ? in_page != 0 : !slice_block_start(slice, page, in_page))
+    /* A medium page's one block lies MEDIUM_HEAD bytes in, its guards
+     * around it; a small page's blocks are where their keys say. */
+    if (class_index == CLASS_MEDIUM ? in_page != MEDIUM_HEAD : !slice_block_start(slice, page, in_page))
         report_fatal("free of a pointer that is not the start of a block", p);
+    if (class_index == CLASS_MEDIUM)
+        medium_guards_check(page);
     return page;
 }

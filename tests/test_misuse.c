@@ -305,6 +305,46 @@ static int medium_double(void)
     return 0;
 }
 
+/* A byte written just before a medium block, or just past the size asked
+ * of one, then its free (by the thread or another one) or its growth in
+ * place: the guard word and the canary around it (layout.h, MEDIUM_HEAD). */
+static int medium_underflow(void)
+{
+    char *p = m_malloc(1 << 20);
+    say_address(p);
+    *(volatile char *)(p - 1) ^= 0x5a;
+    m_free(p);
+    return 0;
+}
+
+static int medium_overflow(void)
+{
+    char *p = m_malloc(1 << 20);
+    say_address(p);
+    *(volatile char *)(p + (1 << 20)) = 0;
+    m_free(p);
+    return 0;
+}
+
+static int medium_underflow_remote(void)
+{
+    char *p = m_malloc(200000);
+    say_address(p);
+    memset(p - 16, 'U', 16);
+    free_from_thread(p);
+    return 0;
+}
+
+static int medium_overflow_grown(void)
+{
+    char *p = m_malloc(200000);
+    say_address(p);
+    memset(p, 'O', 200000 + 32);
+    p = m_realloc(p, 200100);
+    m_free(p);
+    return 0;
+}
+
 static int realloc_foreign(void)
 {
     static char not_ours[64];
@@ -438,6 +478,10 @@ static const struct misuse misuses[] = {
     {{"zero-size-double", zero_size_double}, "`malloc(0)`'s block freed twice", "double free"},
     {{"medium-double", medium_double}, "a medium block (1 MiB) freed twice", "double free"},
     {{"large-double", large_double}, "a large block (8 MiB) freed twice", "double free"},
+    {{"medium-underflow", medium_underflow}, "a byte written before a medium block (1 MiB), then its free", "write before the start of a block"},
+    {{"medium-overflow", medium_overflow}, "a byte written past a medium block's size (1 MiB), then its free", "write past the end of a block"},
+    {{"medium-underflow-remote", medium_underflow_remote}, NULL, "write before the start of a block"},
+    {{"medium-overflow-grown", medium_overflow_grown}, NULL, "write past the end of a block"},
     {{"large-underflow", large_underflow}, "a byte written before a large block (8 MiB), then its free", "write before the start of a block"},
     {{"misaligned", misaligned}, "`free(p + 1)`", "not the start of a block"},
     {{"interior", interior}, "`free(p + 8)`", "not the start of a block"},
@@ -630,6 +674,42 @@ static void test_stray_free_remote(void)
         }
 }
 
+/* A medium block's guards: freed by another thread after an underflow, or
+ * grown in place after an overflow, in both modes (the secure flavour's
+ * blocks of that size are large ones, their words its own). heap_check
+ * sees a broken guard of a live block, and a sound one once mended. */
+static void test_medium_guards(void)
+{
+    static const struct {
+        const char *name, *what;
+    } cases[] = {{"medium-underflow-remote", "write before the start of a block"},
+                 {"medium-overflow-grown", "write past the end of a block"}};
+    static const char *checks[] = {NULL, "1"};
+    for (size_t i = 0; i < CHECK_COUNT(cases); i++)
+        for (size_t m = 0; m < CHECK_COUNT(checks); m++) {
+            struct outcome o = spawn(cases[i].name, checks[m]);
+            CHECK(aborted(&o) && (check_reports(&o, "strata: error: ", cases[i].what) ||
+                                  (TEST_SECURE && check_reports(&o, "strata: error: ", ""))));
+            if (!aborted(&o))
+                printf("  not stopped: %s%s\n", cases[i].name, checks[m] ? " (STRATA_CHECK=1)" : "");
+        }
+    if (TEST_SECURE)
+        return;
+    char *p = strata_malloc(300000);
+    CHECK_SOUND(heap_check(thread_heap));
+    char saved = p[-1];
+    p[-1] ^= 1;
+    const char *broken = heap_check(thread_heap);
+    CHECK(broken != NULL && strstr(broken, "medium block") != NULL && strstr(broken, "guard word") != NULL);
+    p[-1] = saved;
+    p[300000] ^= 1;
+    broken = heap_check(thread_heap);
+    CHECK(broken != NULL && strstr(broken, "canary") != NULL);
+    p[300000] ^= 1;
+    CHECK_SOUND(heap_check(thread_heap));
+    strata_free(p);
+}
+
 /* The secure flavour: a block state overwritten by a stray write is
  * reported at the block's free. */
 static void test_state_overwritten(void)
@@ -691,6 +771,7 @@ static const struct check_test tests[] = {
     {"forged_link_in_page", test_forged_link_in_page},
     {"small_write_after_free", test_small_write_after_free},
     {"stray_free_remote", test_stray_free_remote},
+    {"medium_guards", test_medium_guards},
     {"state_overwritten", test_state_overwritten},
     {"heap_check_states", test_heap_check_states},
     {"no_false_alarm", test_no_false_alarm},

@@ -212,29 +212,45 @@ static void test_medium_blocks(void)
     size_t size = (size_t)1 << 20;
     unsigned char *p = strata_malloc(size);
     CHECK(p != NULL && is_segment_pointer(p));
-    CHECK_CMP((uintptr_t)p % SLICE_SIZE, ==, 0);
+    /* The block lies MEDIUM_HEAD bytes into its page, after its guard word,
+     * its canary after its usable size (the size asked, rounded up to 16):
+     * a size of whole slices takes one slice more. */
+    CHECK_CMP((uintptr_t)p % SLICE_SIZE, ==, MEDIUM_HEAD);
     struct segment *segment = segment_of(p);
     struct page *page = page_of(segment, p);
     CHECK_CMP(page->class_index, ==, CLASS_MEDIUM);
-    CHECK_CMP(page->start, ==, (char *)p);
-    CHECK_CMP(page->slice_count, ==, 16);
-    CHECK_CMP(strata_usable_size(p), ==, 16 * SLICE_SIZE);
+    CHECK_CMP(page->start + MEDIUM_HEAD, ==, (char *)p);
+    CHECK_CMP(page->slice_count, ==, 17);
+    CHECK_CMP(strata_usable_size(p), ==, size);
     CHECK_CMP(strata_usable_size(p + 4096), ==, 0);
-    CHECK_CMP(segment->slices[slice_of(p) + 15].class_index, ==, CLASS_MEDIUM);
-    CHECK_CMP(segment->slices[slice_of(p) + 15].page_slice, ==, slice_of(p));
+    CHECK_CMP(strata_usable_size(page->start), ==, 0);
+    CHECK_CMP(segment->slices[slice_of(p) + 16].class_index, ==, CLASS_MEDIUM);
+    CHECK_CMP(segment->slices[slice_of(p) + 16].page_slice, ==, slice_of(p));
     CHECK_SOUND(heap_check(heap));
     memset(p, 0xab, size);
+    /* Its size rounded up to 16; within a slice's slack it keeps its slices. */
+    unsigned char *odd = strata_malloc(SMALL_MAX + 1);
+    CHECK_CMP(strata_usable_size(odd), ==, SMALL_MAX + 16);
+    CHECK_CMP(page_of(segment_of(odd), odd)->slice_count, ==, 3);
+    strata_free(odd);
 
     /* Into the free slices after it, in place. */
     bool room = slice_of(p) + 24 <= SLICES_PER_SEGMENT &&
-                ((segment->free_mask >> (slice_of(p) + 16)) & 0xff) == 0xff;
+                ((segment->free_mask >> (slice_of(p) + 17)) & 0x7f) == 0x7f;
     unsigned char *q = strata_realloc(p, size + 5 * SLICE_SIZE);
     CHECK(q != NULL && q[size - 1] == 0xab);
     if (room) {
         CHECK_CMP(q, ==, p);
-        CHECK_CMP(page->slice_count, ==, 21);
-        CHECK_CMP(strata_usable_size(q), ==, 21 * SLICE_SIZE);
+        CHECK_CMP(page->slice_count, ==, 22);
+        CHECK_CMP(strata_usable_size(q), ==, size + 5 * SLICE_SIZE);
     }
+    CHECK_SOUND(heap_check(heap));
+    /* Grown within its slices' slack: in place, its canary moved. */
+    size_t usable = strata_usable_size(q);
+    unsigned char *r = strata_realloc(q, usable + 100);
+    CHECK_CMP(r, ==, q);
+    CHECK_CMP(strata_usable_size(r), ==, usable + 112);
+    memset(r, 0xab, usable + 112);
     CHECK_SOUND(heap_check(heap));
     strata_free(q);
     CHECK_SOUND(heap_check(heap));
@@ -724,13 +740,14 @@ static void test_limit_purge_handed(void)
 static void *purge_runs_in_thread(void *unused)
 {
     (void)unused;
-    enum { PAGES = 17, PAGE_BYTES = 3 * SLICE_SIZE };
+    /* A block of 3 slices, its guards counted. */
+    enum { PAGES = 17, PAGE_BYTES = 3 * SLICE_SIZE, BLOCK_BYTES = PAGE_BYTES - MEDIUM_HEAD - MEDIUM_TAIL };
     struct heap *heap = own_heap();
     CHECK(heap->segments != NULL && heap->segments->next == NULL);
     char *page[PAGES];
     for (int i = 0; i < PAGES; i++) {
-        page[i] = strata_malloc(PAGE_BYTES);
-        memset(page[i], 1, PAGE_BYTES);
+        page[i] = strata_malloc(BLOCK_BYTES);
+        memset(page[i], 1, BLOCK_BYTES);
     }
     for (int i = 1; i < PAGES; i++)
         CHECK(page[i] == page[0] + (size_t)i * PAGE_BYTES); /* one run, so one segment */
@@ -754,8 +771,8 @@ static void *purge_runs_in_thread(void *unused)
     os_lock_give(&heap->lock);
     CHECK_SOUND(heap_check(heap));
     /* Purged and closed, the slices open again for a new page. */
-    char *again = strata_malloc(PAGE_BYTES);
-    memset(again, 2, PAGE_BYTES);
+    char *again = strata_malloc(BLOCK_BYTES);
+    memset(again, 2, BLOCK_BYTES);
     CHECK(segment_of(again) == segment_of(page[0]));
     strata_free(again);
     strata_free(page[PAGES - 1]);
