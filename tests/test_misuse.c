@@ -658,20 +658,30 @@ static void test_small_write_after_free(void)
 /* A stray pointer into another heap's page, freed by a thread whose bin
  * keeps that heap's blocks without reading them: stopped with the address,
  * in both modes and both flavours, as the owner's own free stops it. */
-static void test_stray_free_remote(void)
+/* Children that must be stopped in both modes, each with a report in its
+ * own words (the secure flavour's may be its own). */
+struct stopped_case {
+    const char *name, *what;
+};
+
+static void check_stopped(const struct stopped_case *cases, size_t count)
 {
-    static const struct {
-        const char *name, *what;
-    } strays[] = {{"interior-remote", "not the start of a block"}, {"never-handed-out-remote", "never allocated"}};
     static const char *checks[] = {NULL, "1"};
-    for (size_t i = 0; i < CHECK_COUNT(strays); i++)
+    for (size_t i = 0; i < count; i++)
         for (size_t m = 0; m < CHECK_COUNT(checks); m++) {
-            struct outcome o = spawn(strays[i].name, checks[m]);
-            CHECK(aborted(&o) && (check_reports(&o, "strata: error: ", strays[i].what) ||
+            struct outcome o = spawn(cases[i].name, checks[m]);
+            CHECK(aborted(&o) && (check_reports(&o, "strata: error: ", cases[i].what) ||
                                   (TEST_SECURE && check_reports(&o, "strata: error: ", ""))));
             if (!aborted(&o))
-                printf("  not stopped: %s%s\n", strays[i].name, checks[m] ? " (STRATA_CHECK=1)" : "");
+                printf("  not stopped: %s%s\n", cases[i].name, checks[m] ? " (STRATA_CHECK=1)" : "");
         }
+}
+
+static void test_stray_free_remote(void)
+{
+    static const struct stopped_case strays[] = {{"interior-remote", "not the start of a block"},
+                                                 {"never-handed-out-remote", "never allocated"}};
+    check_stopped(strays, CHECK_COUNT(strays));
 }
 
 /* A medium block's guards: freed by another thread after an underflow, or
@@ -680,19 +690,9 @@ static void test_stray_free_remote(void)
  * sees a broken guard of a live block, and a sound one once mended. */
 static void test_medium_guards(void)
 {
-    static const struct {
-        const char *name, *what;
-    } cases[] = {{"medium-underflow-remote", "write before the start of a block"},
-                 {"medium-overflow-grown", "write past the end of a block"}};
-    static const char *checks[] = {NULL, "1"};
-    for (size_t i = 0; i < CHECK_COUNT(cases); i++)
-        for (size_t m = 0; m < CHECK_COUNT(checks); m++) {
-            struct outcome o = spawn(cases[i].name, checks[m]);
-            CHECK(aborted(&o) && (check_reports(&o, "strata: error: ", cases[i].what) ||
-                                  (TEST_SECURE && check_reports(&o, "strata: error: ", ""))));
-            if (!aborted(&o))
-                printf("  not stopped: %s%s\n", cases[i].name, checks[m] ? " (STRATA_CHECK=1)" : "");
-        }
+    static const struct stopped_case cases[] = {{"medium-underflow-remote", "write before the start of a block"},
+                                                {"medium-overflow-grown", "write past the end of a block"}};
+    check_stopped(cases, CHECK_COUNT(cases));
     if (TEST_SECURE)
         return;
     char *p = strata_malloc(300000);
