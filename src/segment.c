@@ -362,6 +362,27 @@ struct page *page_new(struct heap *heap, unsigned class_index, bool may_map)
 }
 
 /* ---- medium pages ------------------------------------------------------- */
+/* Under a memory limit, the part of a medium page's last slice beyond the
+ * OS pages its block reaches (`reach` bytes from the page's start) goes
+ * back when a smaller page left it charged, resident: a block of whole
+ * slices, which takes one slice more for its canary, would otherwise
+ * hold that slice's charge for a page's use. */
+static void medium_tail_uncharge(struct segment *segment, const char *start, size_t reach, size_t length)
+{
+    if (!os_limited())
+        return;
+    size_t page = os_page_size();
+    unsigned last = slice_of(start) + (unsigned)length - 1;
+    char *last_start = (char *)((uintptr_t)start & ~(uintptr_t)SEGMENT_MASK) + (size_t)last * SLICE_SIZE;
+    size_t kept = ((size_t)(start + reach - last_start) + page - 1) & ~(page - 1);
+    size_t charged = (size_t)segment->charged_kib[last] * 1024;
+    if (charged <= kept)
+        return;
+    os_purge(last_start + kept, charged - kept, charged - kept);
+    os_uncharge(charged - kept);
+    segment->charged_kib[last] = (uint8_t)(kept / 1024);
+}
+
 struct page *page_new_medium(struct heap *heap, size_t size)
 {
     strata_assert(size > SMALL_MAX && size <= MEDIUM_MAX);
@@ -375,6 +396,7 @@ struct page *page_new_medium(struct heap *heap, size_t size)
         page_release(heap, page);
         return NULL;
     }
+    medium_tail_uncharge(segment_of(page->start), page->start, medium_reach(usable), length);
     page->block_size = (uint32_t)usable;
     page->reserved = page->capacity = 1;
     counter_set(&page->used, 1);

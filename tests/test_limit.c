@@ -133,6 +133,28 @@ static int fill_case(void)
 
 /* The program's first block, then 3.9 MB of 64-byte blocks, then blocks of
  * 1 MiB until one fails: what a program given 8 MB met. */
+/* Small pages emptied (their slices dirty and charged), then a medium
+ * block of whole slices on them: it takes a slice more for its canary,
+ * and gives back the part of that slice it does not reach. */
+static int medium_on_dirty_case(void)
+{
+    struct held *list = NULL;
+    for (size_t small = 0; small < 2 * MIB / 64; small++) {
+        struct held *p = strata_malloc(64);
+        if (p == NULL)
+            return 2;
+        p->next = list;
+        list = p;
+    }
+    free_all(list);
+    size_t before = os_charged_bytes();
+    void *medium = strata_malloc(256 * 1024);
+    size_t after = os_charged_bytes();
+    printf("charged_before=%zu\ncharged_after=%zu\nblock=%d\n", before, after, medium != NULL);
+    strata_free(medium);
+    return 0;
+}
+
 static int small_then_medium_case(void)
 {
     struct held *list = NULL;
@@ -413,6 +435,23 @@ static void test_mixture(void)
 
 /* What a program given 8 MB met: after 3.9 MB of small blocks, 1 MiB
  * blocks until the limit, at least 80% in all. */
+static void test_medium_on_dirty(void)
+{
+    if (TEST_SECURE) {
+        printf("the secure flavour has no medium blocks\n");
+        return;
+    }
+    struct outcome o = spawn_limited("medium-on-dirty", 8, "STRATA_PURGE_DELAY_MS=600000 STRATA_BACKGROUND_PURGE=0");
+    long long before = figure(o.output, "charged_before"), after = figure(o.output, "charged_after");
+    printf("a 256 KiB block on emptied small pages: charged %.0f KiB, then %.0f KiB\n", (double)before / 1024,
+           (double)after / 1024);
+    CHECK(exited_cleanly(&o));
+    CHECK_CMP(figure(o.output, "block"), ==, 1);
+    /* Its five slices were charged whole; it keeps four and a page. */
+    CHECK_CMP(before, >, 0);
+    CHECK_CMP(after, <=, before - 56 * 1024);
+}
+
 static void test_small_then_medium(void)
 {
     for (size_t i = 0; i < CHECK_COUNT(limits_mb); i++) {
@@ -571,6 +610,7 @@ static const struct check_case cases[] = {
     {"arena-after-free", arena_after_free_case},
     {"fill", fill_case},
     {"small-then-medium", small_then_medium_case},
+    {"medium-on-dirty", medium_on_dirty_case},
     {"realloc-growth", realloc_growth_case},
     {"address-space-after-big", address_space_after_big_case},
     {"address-space-refill", address_space_refill_case},
@@ -585,6 +625,7 @@ static const struct check_test tests[] = {
     {"large", test_large},
     {"mixture", test_mixture},
     {"small_then_medium", test_small_then_medium},
+    {"medium_on_dirty", test_medium_on_dirty},
     {"realloc_growth", test_realloc_growth},
     {"arena_after_free", test_arena_after_free},
     {"address_space_after_big", test_address_space_after_big},
