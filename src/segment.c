@@ -373,7 +373,7 @@ static void medium_tail_uncharge(struct segment *segment, const char *start, siz
         return;
     size_t page = os_page_size();
     unsigned last = slice_of(start) + (unsigned)length - 1;
-    char *last_start = (char *)((uintptr_t)start & ~(uintptr_t)SEGMENT_MASK) + (size_t)last * SLICE_SIZE;
+    char *last_start = segment_base(segment) + (size_t)last * SLICE_SIZE;
     size_t kept = ((size_t)(start + reach - last_start) + page - 1) & ~(page - 1);
     size_t charged = (size_t)segment->charged_kib[last] * 1024;
     if (charged <= kept)
@@ -392,11 +392,13 @@ struct page *page_new_medium(struct heap *heap, size_t size)
     struct page *page = page_take(heap, length, CLASS_MEDIUM, true);
     if (page == NULL)
         return NULL;
-    if (!prefix_charge(segment_of(page->start), page->start, medium_reach(usable))) {
+    struct segment *segment = segment_of(page->start);
+    size_t reach = medium_reach(usable);
+    if (!prefix_charge(segment, page->start, reach)) {
         page_release(heap, page);
         return NULL;
     }
-    medium_tail_uncharge(segment_of(page->start), page->start, medium_reach(usable), length);
+    medium_tail_uncharge(segment, page->start, reach, length);
     page->block_size = (uint32_t)usable;
     page->reserved = page->capacity = 1;
     counter_set(&page->used, 1);
@@ -414,18 +416,17 @@ bool page_grow_medium(struct heap *heap, struct page *page, size_t size)
     size_t length = medium_slices(usable);
     if (first + length > SLICES_PER_SEGMENT)
         return false;
-    if (length > page->slice_count) {
-        uint64_t run = slice_run(first + page->slice_count, length - page->slice_count);
-        if ((segment->free_mask & run) != run ||
-            !page_open(segment, first + page->slice_count, length - page->slice_count, CLASS_MEDIUM))
-            return false;
-    }
+    /* The slices it grows into, none when its slack holds the growth. */
+    unsigned end = first + page->slice_count;
+    size_t added = length > page->slice_count ? length - page->slice_count : 0;
+    uint64_t run = slice_run(end, added);
+    if (added != 0 && ((segment->free_mask & run) != run || !page_open(segment, end, added, CLASS_MEDIUM)))
+        return false;
     if (!prefix_charge(segment, page->start, medium_reach(usable)))
         return false;
-    if (length > page->slice_count) {
-        uint64_t run = slice_run(first + page->slice_count, length - page->slice_count);
+    if (added != 0) {
         slices_claim(heap, segment, run);
-        slices_name(segment, first + page->slice_count, (unsigned)(length - page->slice_count), CLASS_MEDIUM, first);
+        slices_name(segment, end, (unsigned)added, CLASS_MEDIUM, first);
         page->slice_count = (uint8_t)length;
     }
     page->block_size = (uint32_t)usable;

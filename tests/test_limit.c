@@ -131,8 +131,6 @@ static int fill_case(void)
     return 0;
 }
 
-/* The program's first block, then 3.9 MB of 64-byte blocks, then blocks of
- * 1 MiB until one fails: what a program given 8 MB met. */
 /* Small pages emptied (their slices dirty and charged), then a medium
  * block of whole slices on them: it takes a slice more for its canary,
  * and gives back the part of that slice it does not reach. */
@@ -155,6 +153,8 @@ static int medium_on_dirty_case(void)
     return 0;
 }
 
+/* The program's first block, then 3.9 MB of 64-byte blocks, then blocks of
+ * 1 MiB until one fails: what a program given 8 MB met. */
 static int small_then_medium_case(void)
 {
     struct held *list = NULL;
@@ -433,8 +433,6 @@ static void test_mixture(void)
     check_fill("mixture", "mixture");
 }
 
-/* What a program given 8 MB met: after 3.9 MB of small blocks, 1 MiB
- * blocks until the limit, at least 80% in all. */
 static void test_medium_on_dirty(void)
 {
     if (TEST_SECURE) {
@@ -452,6 +450,8 @@ static void test_medium_on_dirty(void)
     CHECK_CMP(after, <=, before - 56 * 1024);
 }
 
+/* What a program given 8 MB met: after 3.9 MB of small blocks, 1 MiB
+ * blocks until the limit, at least 80% in all. */
 static void test_small_then_medium(void)
 {
     for (size_t i = 0; i < CHECK_COUNT(limits_mb); i++) {
