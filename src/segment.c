@@ -419,7 +419,7 @@ bool page_grow_medium(struct heap *heap, struct page *page, size_t size)
     /* The slices it grows into, none when its slack holds the growth. */
     unsigned end = first + page->slice_count;
     size_t added = length > page->slice_count ? length - page->slice_count : 0;
-    uint64_t run = slice_run(end, added);
+    uint64_t run = added != 0 ? slice_run(end, added) : 0; /* end may be the segment's end */
     if (added != 0 && ((segment->free_mask & run) != run || !page_open(segment, end, added, CLASS_MEDIUM)))
         return false;
     if (!prefix_charge(segment, page->start, medium_reach(usable)))
