@@ -114,6 +114,64 @@ if $CXX $cxxflags tests/programs/cxx_new.cc -o "$tmp/cxx_new_secure" -ldl > "$tm
     LD_PRELOAD="$LIB" cxx_run "C++ operator new and delete on the secure flavour" "$tmp/cxx_new_secure" libstrata-secure
 else bad "cxx_new.cc does not build"; cat "$tmp/out"; fi
 LIB=$default_lib
+
+# CPython's own regression tests, a selection that works the allocator
+# hard (the garbage collector, containers, strings, pickling, weak
+# references, threads, ctypes, tracemalloc), on the default flavour, in
+# checked mode and on the secure flavour: every test of it that passes
+# without strata passes with it (one failing here without strata too is
+# left out, and named). Debian packages them for its python3
+# (libpython3.X-testsuite).
+python_tests="test_gc test_dict test_list test_set test_bytes test_unicode test_re test_json test_pickle test_array
+test_mmap test_weakref test_collections test_struct test_ctypes test_tracemalloc test_memoryview test_threading
+test_decimal test_itertools"
+regrtest_python=
+for py in /usr/bin/python3 python3; do
+    if command -v "$py" > /dev/null 2>&1 && "$py" -c 'import test.libregrtest, test.test_dict' > /dev/null 2>&1; then
+        regrtest_python=$py
+        break
+    fi
+done
+# regrtest OUTPUT TESTS [VAR=VALUE...]: runs the tests (two at a time);
+# its status is regrtest's.
+regrtest() {
+    output=$1; tests=$2; shift 2
+    # shellcheck disable=SC2086 # the tests are words
+    (cd "$tmp" && env "$@" timeout 600 "$regrtest_python" -m test -j2 --timeout 300 $tests) > "$output" 2>&1
+}
+# The tests an output names as failed (the indented lines after "N tests
+# failed:").
+failed_tests() {
+    awk '/^[0-9]+ tests? failed:$/ { on = 1; next } on && /^ / { print; next } { on = 0 }' "$1" | tr -s ' \n' ' '
+}
+if [ -z "$regrtest_python" ]; then
+    version=$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
+    bad "CPython's regression tests are not installed (apt-get install libpython${version:-3.X}-testsuite)"
+else
+    regrtest "$tmp/regr_plain" "$python_tests"
+    left_out=$(failed_tests "$tmp/regr_plain" | sed "s/ *$//")
+    passing=""
+    for t in $python_tests; do
+        case " $left_out " in *" $t "*) ;; *) passing="$passing $t" ;; esac
+    done
+    count=$(echo $passing | wc -w)
+    note=""
+    [ -n "$left_out" ] && note="; left out, failing without strata here:$left_out"
+    if [ "$count" -lt 15 ] || ! grep -q "Tests result: \|^Result: " "$tmp/regr_plain"; then
+        bad "CPython's regression tests: $count of $(echo $python_tests | wc -w) pass without strata here, too few to compare"; tail -8 "$tmp/regr_plain"
+    else
+        for run in "default flavour|LD_PRELOAD=$LIB" "checked mode|LD_PRELOAD=$LIB|STRATA_CHECK=1" \
+                   "secure flavour|LD_PRELOAD=$secure_lib"; do
+            label=${run%%|*}
+            settings=$(echo "${run#*|}" | tr '|' ' ')
+            # shellcheck disable=SC2086 # the settings are words
+            if regrtest "$tmp/regr" "$passing" $settings; then
+                ok "CPython's regression tests under strata, $label: $count tests pass, as without it$note"
+            else bad "CPython's regression tests under strata, $label"; tail -15 "$tmp/regr"; fi
+        done
+    fi
+fi
+
 # Address space: strata reserves little at start (the segment map's root
 # and the first segment, not a map of the whole address space), and under
 # an address-space limit that glibc's malloc fills with 10 MB blocks a
