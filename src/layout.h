@@ -203,6 +203,11 @@ struct page {
     uint8_t slice_count;
     uint8_t in_use;           /* 1 while the page holds a size class */
     uint8_t listed;           /* 1 while on its class's available list */
+    /* Bytes from the start that may be resident, a multiple of the OS
+     * page (PAGE_TOUCHED_ALL: all, the page's slices having come dirty):
+     * the carve makes what it writes past them resident in one call
+     * (segment.c, carve_populate). */
+    uint32_t touched;
     char *start;
     struct page *next, *prev; /* available list of its class */
     /* Blocks other threads freed (bins.c, remote frees; their list's word
@@ -213,6 +218,8 @@ struct page {
     struct block *remote_tail;
     struct page *remote_next;
 };
+#define PAGE_TOUCHED_ALL UINT32_MAX
+
 /* A medium block's usable size for `size` bytes asked, the bytes of its
  * page it reaches (its guard and canary included), its slices, and the
  * block itself (layout.h, CLASS_MEDIUM). */
@@ -296,7 +303,8 @@ static inline bool slice_holds_block_any_thread(const struct slice *slice, uint3
  * is a subset of free_mask and aging_mask of dirty_mask; pages_in_use
  * counts the in-use pages; a slice's charge covers what its page has
  * carved (all of a medium page), and the header's slices and free slices
- * not dirty have none; a segment is in the segment map exactly while it is
+ * not dirty have none; a page's touched bytes are all, or whole OS pages
+ * within its slices; a segment is in the segment map exactly while it is
  * owned or abandoned. */
 struct segment {
     _Atomic uintptr_t owner;     /* heap | tag, or OWNER_ABANDONED */

@@ -311,10 +311,18 @@ bool os_protect(void *addr, size_t size, bool access)
     return done;
 }
 
+/* Cleared when the kernel does not know MADV_POPULATE_WRITE (before Linux
+ * 5.14: EINVAL), so that the touches trap as they would have, with no
+ * call first. */
+static _Atomic bool populate_known = true;
+
 void os_populate(void *addr, size_t size)
 {
+    if (!atomic_load_explicit(&populate_known, memory_order_relaxed))
+        return;
     int saved = errno;
-    madvise(addr, size, MADV_POPULATE_WRITE); /* before Linux 5.14: EINVAL, harmless */
+    if (madvise(addr, size, MADV_POPULATE_WRITE) != 0 && errno == EINVAL)
+        atomic_store_explicit(&populate_known, false, memory_order_relaxed);
     errno = saved;
 }
 
