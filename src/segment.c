@@ -469,8 +469,8 @@ static void carve_shuffled(struct page *page, char *first, size_t count)
  * for 64 KiB), a program's first touches of fresh or purged memory are
  * mostly the carve's. No page is made resident that the carve would not
  * write: blocks larger than a page have pages between their heads that
- * only the program touches, and are left to trap. The page holding
- * `first` is resident already when an earlier block's head lies in it. */
+ * only the program touches, and are left to trap. What the page may have
+ * made resident before (its touched bytes) is not asked for again. */
 static void carve_populate(struct page *page, char *first, size_t count, size_t size)
 {
     size_t os_page = os_page_size();
