@@ -399,11 +399,28 @@ static void test_carve_populates(void)
         printf("note: page-fault traps not counted here (perf events refused); residency checked\n");
     strata_free(p);
 
-    char *q = strata_malloc(3 * os_page); /* a class of blocks over an OS page */
+    /* A class of blocks over an OS page: each block's head page (the
+     * carve writes its two words there) resident, a run of adjacent ones a
+     * call, and none of the pages between them. */
+    counter = trap_counter();
+    char *q = strata_malloc(3 * os_page);
+    traps = counter >= 0 ? traps_counted(counter) : -1;
     page = page_of(segment_of(q), q);
-    CHECK_CMP(page->touched, ==, 0);
-    CHECK(page_resident(q));
-    CHECK(!page_resident((char *)((uintptr_t)q & ~(uintptr_t)(os_page - 1)) + os_page));
+    CHECK(page->capacity >= 4 && page->block_size > os_page);
+    uintptr_t base = (uintptr_t)page->start, page_mask = ~(uintptr_t)(os_page - 1);
+    for (uint32_t i = 0; i < page->capacity; i++) {
+        uintptr_t head = (base + (uintptr_t)i * page->block_size) & page_mask;
+        uintptr_t next_head = (base + (uintptr_t)(i + 1) * page->block_size) & page_mask;
+        CHECK(page_resident((char *)head));
+        for (uintptr_t between = head + os_page; between < next_head; between += os_page)
+            CHECK(!page_resident((char *)between));
+    }
+    uintptr_t last_head = (base + (uintptr_t)(page->capacity - 1) * page->block_size) & page_mask;
+    CHECK_CMP(page->touched, ==, last_head + os_page - base);
+    /* A trap a head without the calls; AddressSanitizer's build may trap
+     * on two pages of the shadow of the carve's range. */
+    if (traps >= 0)
+        CHECK_CMP(traps, <=, 2);
     strata_free(q);
 
     struct heap *heap = thread_heap;
