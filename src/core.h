@@ -98,6 +98,14 @@ void purger_ring(void);
  * with purger_wake (a plain load while it is awake). */
 extern STRATA_INTERNAL _Atomic bool purger_sleeping;
 void purger_wake(void);
+/* Whether this process closes a segment's free slices (segment.c, "closed
+ * slices"): CLOSED_SLICES, but in the default flavour not with huge pages
+ * asked for (STRATA_THP), which need a whole 2 MiB range of one
+ * protection at its first touch; the secure flavour keeps them closed. */
+static inline bool slices_closed(void)
+{
+    return CLOSED_SLICES && (STRATA_SECURE_BUILD || !strata_options.thp);
+}
 /* The longest purge delay (the option's << PURGE_STRETCH_MAX): memory
  * taken back within it of going back to the OS stretches the delay of the
  * heap (purge_policy.c) or of the large-block cache (large.c) that gave it. */

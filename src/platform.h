@@ -71,8 +71,9 @@ enum secure_protection {
 
 /* Both flavours: a segment's free slices once given back to the OS, and
  * slices never used, are inaccessible (segment.c, "closed slices"), so a
- * write far from a block faults as glibc's would outside its heap. 0
- * builds the measure of what closing them costs. */
+ * write far from a block faults as glibc's would outside its heap (in
+ * the default flavour not where STRATA_THP asks for huge pages: core.h,
+ * slices_closed). 0 builds the measure of what closing them costs. */
 #define CLOSED_SLICES 1
 
 #endif /* STRATA_PLATFORM_H */

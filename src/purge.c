@@ -112,7 +112,7 @@ void purge_runs(struct segment *segment, uint64_t slices, uint64_t cover)
         /* Closed until a page takes them again (segment.c, page_open); left
          * open if the system refuses (too many mappings): only that
          * protection is lost, and opening them again is harmless. */
-        if (CLOSED_SLICES)
+        if (slices_closed())
             (void)os_protect(start, (size_t)length * SLICE_SIZE, false);
         if (STRATA_SECURE_BUILD)
             purge_states(segment, first, length);

@@ -110,7 +110,7 @@ static void segment_unlink(struct segment **head, struct segment *segment)
     segment->next = segment->prev = NULL;
 }
 
-/* ---- closed slices (CLOSED_SLICES) ---------------------------------------
+/* ---- closed slices (slices_closed) ---------------------------------------
  * A segment's free slices once purged (purge.c), or never used, and in the
  * secure flavour the block states no page has used yet, are inaccessible:
  * a write far from a block (1 MiB past its end, or before its start)
@@ -129,7 +129,7 @@ _Static_assert(STATE_REGION_BYTES / 4096 <= STATES_OPEN_BITS, "a bit for each OS
  * states' OS pages not yet opened; false when the system refuses. */
 static bool page_open(struct segment *segment, unsigned first, size_t length, unsigned class_index)
 {
-    if (!CLOSED_SLICES)
+    if (!slices_closed())
         return true;
     bool closed = (slice_run(first, length) & ~segment->dirty_mask) != 0;
     char *start = segment_base(segment) + (size_t)first * SLICE_SIZE;
@@ -173,7 +173,8 @@ static struct segment *segment_new(struct heap *heap)
             return NULL;
         }
         /* 64 KiB slices are purged one by one: huge pages would be split
-         * (or keep whole 2 MiB resident), so they are opt-in. */
+         * (or keep whole 2 MiB resident), so they are opt-in; a block's
+         * pages the program never writes become resident with them. */
         os_huge_pages(base, SEGMENT_SIZE, strata_options.thp);
         /* The secure flavour's guard page before the header (layout.h):
          * kept while the segment is mapped, cached or not. */
@@ -183,7 +184,7 @@ static struct segment *segment_new(struct heap *heap)
             return NULL;
         }
         size_t pages_from = (size_t)(1 + STATE_SLICES) * SLICE_SIZE;
-        if (CLOSED_SLICES &&
+        if (slices_closed() &&
             ((STRATA_SECURE_BUILD && !os_protect(base + SLICE_SIZE, STATE_REGION_BYTES - os_page_size(), false)) ||
              !os_protect(base + pages_from, SEGMENT_SIZE - pages_from, false))) {
             os_unreserve(base, SEGMENT_SIZE);
