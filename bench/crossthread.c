@@ -49,11 +49,14 @@ static void wait_for_turn(struct batch *batch, long turn)
 static void *produce(void *arg)
 {
     struct group *group = arg;
+    /* A local: the group's line is the consumers' too (next_batch), and a
+     * store to it at every block would bounce it between the threads. */
+    unsigned long long rng = group->rng;
     for (long b = 0; b < group->batches; b++) {
         struct batch *batch = &group->ring[b % BATCHES];
         wait_for_turn(batch, 2 * (b / BATCHES));
         for (int i = 0; i < BATCH; i++) {
-            size_t size = 16 + (size_t)(bench_random(&group->rng) % (4096 - 16 + 1));
+            size_t size = 16 + (size_t)(bench_random(&rng) % (4096 - 16 + 1));
             unsigned char *p = malloc(size);
             p[0] = (unsigned char)size;
             p[size - 1] = (unsigned char)(size >> 4);
@@ -62,6 +65,7 @@ static void *produce(void *arg)
         }
         atomic_store_explicit(&batch->turn, 2 * (b / BATCHES) + 1, memory_order_release);
     }
+    group->rng = rng;
     return NULL;
 }
 

@@ -65,7 +65,16 @@ static long log_spread(unsigned long long *rng, long low, long high)
     return from + (long)(bench_random(rng) % (unsigned long long)(to - from + 1));
 }
 
-static void free_block(struct worker *w, struct block *b)
+/* A thread's running state, kept on its own stack: the workers lie side
+ * by side, and stores to one's counts and random state at every step would
+ * bounce their shared cache line between the threads (a cost of the
+ * harness's, not of the allocator's). */
+struct tally {
+    unsigned long long rng;
+    long allocations, frees;
+};
+
+static void free_block(struct tally *w, struct block *b)
 {
     unsigned char *bytes = (unsigned char *)b;
     size_t size = (size_t)bytes[sizeof *b] | (size_t)bytes[sizeof *b + 1] << 8;
@@ -77,8 +86,9 @@ static void free_block(struct worker *w, struct block *b)
 
 static void *run_worker(void *arg)
 {
-    struct worker *w = arg;
-    for (long done = 0; done < w->steps; done += TICKS_HELD) {
+    struct worker *worker = arg;
+    struct tally tally = {.rng = worker->rng}, *w = &tally;
+    for (long done = 0; done < worker->steps; done += TICKS_HELD) {
         long first = atomic_fetch_add_explicit(&clock_ticks, TICKS_HELD, memory_order_relaxed);
         long balance = w->allocations - w->frees;
         for (long tick = first; tick < first + TICKS_HELD; tick++) {
@@ -113,6 +123,9 @@ static void *run_worker(void *arg)
         atomic_fetch_add_explicit(&live_block_readings, live, memory_order_relaxed);
         atomic_fetch_add_explicit(&live_block_samples, 1, memory_order_relaxed);
     }
+    worker->rng = tally.rng;
+    worker->allocations = tally.allocations;
+    worker->frees = tally.frees;
     return NULL;
 }
 
@@ -151,7 +164,7 @@ int main(int argc, char **argv)
         }
     }
     double seconds = bench_now() - start;
-    struct worker main_thread = {0};
+    struct tally main_thread = {0};
     for (long i = 0; i < WHEEL; i++)
         for (struct block *b = atomic_exchange(&wheel[i].head, NULL), *next; b != NULL; b = next) {
             next = b->next;

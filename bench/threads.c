@@ -46,22 +46,24 @@ static size_t random_size(unsigned long long *rng)
 static void *run_worker(void *arg)
 {
     struct worker *w = arg;
+    unsigned long long rng = w->rng; /* a local, as loops.c's (a shared line) */
     unsigned char **blocks = malloc(w->blocks * sizeof *blocks);
     for (size_t i = 0; i < w->blocks; i++) {
-        size_t size = random_size(&w->rng);
+        size_t size = random_size(&rng);
         blocks[i] = malloc(size);
         touch(blocks[i], size);
     }
     for (long r = 0; r < w->replacements; r++) {
-        size_t i = (size_t)(bench_random(&w->rng) % w->blocks);
+        size_t i = (size_t)(bench_random(&rng) % w->blocks);
         free(blocks[i]);
-        size_t size = random_size(&w->rng);
+        size_t size = random_size(&rng);
         blocks[i] = malloc(size);
         touch(blocks[i], size);
     }
     for (size_t i = 0; i < w->blocks; i++)
         free(blocks[i]);
     free(blocks);
+    w->rng = rng;
     return NULL;
 }
 

@@ -46,11 +46,17 @@ static unsigned char *new_block(unsigned long long *rng, size_t low, size_t high
 static void *server_worker(void *arg)
 {
     struct worker *w = arg;
+    /* The thread's state in locals: the workers lie side by side, and a
+     * store to one's random state at every step would bounce their shared
+     * cache line between the threads (a cost of the harness's, not of the
+     * allocator's). */
+    unsigned long long rng = w->rng;
     for (long i = 0; i < w->steps; i++) {
-        size_t slot = (size_t)(bench_random(&w->rng) % SERVER_SLOTS);
-        unsigned char *old = atomic_exchange(&slots[slot], new_block(&w->rng, 8, 1000));
+        size_t slot = (size_t)(bench_random(&rng) % SERVER_SLOTS);
+        unsigned char *old = atomic_exchange(&slots[slot], new_block(&rng, 8, 1000));
         free(old);
     }
+    w->rng = rng;
     return NULL;
 }
 
@@ -60,11 +66,12 @@ static void *churn_worker(void *arg)
     for (size_t i = 0; i < w->inherited_count; i++)
         free(w->inherited[i]);
     unsigned char *recent[8] = {0};
-    w->handed_count = 0;
+    unsigned long long rng = w->rng; /* locals, as server_worker's */
+    size_t handed_count = 0;
     for (size_t i = 0; i < CHURN_BLOCKS; i++) {
-        unsigned char *p = new_block(&w->rng, 16, 2000);
-        if (bench_random(&w->rng) % 5 == 0) {
-            w->handed[w->handed_count++] = p;
+        unsigned char *p = new_block(&rng, 16, 2000);
+        if (bench_random(&rng) % 5 == 0) {
+            w->handed[handed_count++] = p;
         } else {
             free(recent[i % 8]);
             recent[i % 8] = p;
@@ -72,6 +79,8 @@ static void *churn_worker(void *arg)
     }
     for (size_t i = 0; i < 8; i++)
         free(recent[i]);
+    w->rng = rng;
+    w->handed_count = handed_count;
     return NULL;
 }
 
