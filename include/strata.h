@@ -86,9 +86,12 @@ void *strata_aligned_alloc(size_t alignment, size_t size);
 int strata_posix_memalign(void **out, size_t alignment, size_t size);
 
 /* Returns the number of bytes usable in the block at `ptr` (at least the size
- * asked for), 0 for NULL or for a pointer strata did not allocate. The
- * secure flavour (libstrata-secure) stops the program instead, with a
- * report, for a pointer strata did not hand out or a freed block. */
+ * asked for), 0 for NULL or for memory strata did not allocate. A freed
+ * block, or a pointer into strata's memory of blocks above 128 KiB that is
+ * not one's start (inside one, or its memory freed), stops the program
+ * with a report and the address, as glibc stops it where the chunk is
+ * gone. The secure flavour (libstrata-secure) stops any pointer strata did
+ * not hand out. */
 size_t strata_usable_size(const void *ptr);
 
 /* ---- Memory back to the OS, statistics ---------------------------------

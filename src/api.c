@@ -54,8 +54,19 @@ size_t api_usable_size(const void *ptr)
         return secure_usable_size(ptr);
     if (ptr == NULL)
         return 0;
-    if (is_segment_pointer(ptr))
-        return small_usable_size(ptr);
+    if (is_segment_pointer(ptr)) {
+        /* A freed small block's two words are a free block's, wherever it
+         * waits (the check every free makes); free slices, a freed medium
+         * block's among them, and the inside of a medium block hold no
+         * block (size 0). glibc stops both where its chunk is unmapped or
+         * trimmed away (a fault); strata always does, with the address. */
+        size_t size = small_usable_size(ptr);
+        if (unlikely(size == 0))
+            report_fatal("malloc_usable_size of a pointer that is not allocated", ptr);
+        if (unlikely(size <= SMALL_MAX && block_is_free(ptr)))
+            report_fatal("malloc_usable_size of a free block (a use after free)", ptr);
+        return size;
+    }
     return large_usable_size(ptr);
 }
 

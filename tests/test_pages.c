@@ -227,8 +227,6 @@ static void test_medium_blocks(void)
     CHECK_CMP(page->start + MEDIUM_HEAD, ==, (char *)p);
     CHECK_CMP(page->slice_count, ==, 17);
     CHECK_CMP(strata_usable_size(p), ==, size);
-    CHECK_CMP(strata_usable_size(p + 4096), ==, 0);
-    CHECK_CMP(strata_usable_size(page->start), ==, 0);
     CHECK_CMP(segment->slices[slice_of(p) + 16].class_index, ==, CLASS_MEDIUM);
     CHECK_CMP(segment->slices[slice_of(p) + 16].page_slice, ==, slice_of(p));
     CHECK_SOUND(heap_check(heap));
@@ -259,10 +257,9 @@ static void test_medium_blocks(void)
     CHECK_SOUND(heap_check(heap));
     strata_free(q);
     CHECK_SOUND(heap_check(heap));
-    /* Its slices are free again: no block there has a usable size. */
+    /* Its slices are free again (malloc_usable_size of them stops the
+     * program: test_usable_size_misuse). */
     CHECK_CMP(segment->slices[slice_of(q)].class_index, ==, CLASS_NONE);
-    CHECK_CMP(strata_usable_size(q), ==, 0);
-    CHECK_CMP(strata_usable_size(q + SLICE_SIZE), ==, 0);
 
     /* A loop of medium blocks maps nothing once its slices are resident,
      * and calloc zeroes what the last block left. */
@@ -1434,7 +1431,54 @@ static void test_refill_checkpoint(void)
         fprintf(stderr, "child said: %s\n", o.output);
 }
 
+/* malloc_usable_size of what is not a live block's start, in strata's
+ * memory of blocks: each prints the pointer, then asks. */
+static int usable_size_of_freed_small(void)
+{
+    char *p = strata_malloc(48);
+    strata_free(p);
+    say_address(p);
+    return (int)strata_usable_size(p);
+}
+
+static int usable_size_of_freed_medium(void)
+{
+    char *p = strata_malloc(SMALL_MAX + 4096);
+    strata_free(p);
+    say_address(p);
+    return (int)strata_usable_size(p);
+}
+
+static int usable_size_inside_medium(void)
+{
+    char *p = strata_malloc(SMALL_MAX + 4096);
+    say_address(p + 4096);
+    return (int)strata_usable_size(p + 4096);
+}
+
+static void test_usable_size_misuse(void)
+{
+    static const struct {
+        const char *name, *what;
+    } misuses[] = {
+        {"usable-size-freed-small", "malloc_usable_size of a free block"},
+        {"usable-size-freed-medium", "malloc_usable_size of a pointer that is not allocated"},
+        {"usable-size-inside-medium", "malloc_usable_size of a pointer that is not allocated"},
+    };
+    for (size_t i = 0; i < sizeof misuses / sizeof misuses[0]; i++) {
+        struct outcome o = check_spawn(misuses[i].name, "");
+        CHECK(aborted(&o));
+        CHECK(check_reports(&o, "strata: error: ", misuses[i].what));
+    }
+    /* Memory strata never mapped answers 0. */
+    int on_stack = 0;
+    CHECK_CMP(strata_usable_size(&on_stack), ==, 0);
+}
+
 static const struct check_case cases[] = {
+    {"usable-size-freed-small", usable_size_of_freed_small},
+    {"usable-size-freed-medium", usable_size_of_freed_medium},
+    {"usable-size-inside-medium", usable_size_inside_medium},
     {"corrupt-page", corrupt_current_page},
     {"loop-at-flush", loop_at_flush},
     {"limit-purge-handed", limit_purge_handed},
@@ -1466,6 +1510,7 @@ static const struct check_test tests[] = {
     {"loop_at_flush", test_loop_at_flush},
     {"refill_checkpoint", test_refill_checkpoint},
     {"carve_populates", test_carve_populates},
+    {"usable_size_misuse", test_usable_size_misuse},
 };
 
 int main(int argc, char **argv)
