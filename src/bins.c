@@ -186,6 +186,7 @@ static bool current_with_free(struct heap *heap, unsigned class_index, void **ta
     struct page *page = heap->current[class_index];
     if (page->free != NULL || page_extend(page))
         return true;
+    heap_page_spent(heap, page);
     /* The remote lists only when no page of the class has a free block:
      * taken at every spent current page, each page's list held two blocks
      * on the cross-thread pairs (docs/design.md). */

@@ -134,6 +134,13 @@ struct heap {
      * with every class passing. 0 in drained_limit: not draining. */
     uint8_t bin_flushes[CLASS_COUNT];
     uint32_t bin_drained_limit[CLASS_COUNT];
+    /* Pages written whole (pages.c), for classes over an OS page: whether
+     * the class's new pages populate their carves whole; the new pages
+     * since the last one carved heads-only; that page (a probe, looked at
+     * when spent; NULL once looked at). Heap lock. */
+    uint8_t populate_whole[CLASS_COUNT];
+    uint8_t pages_since_probe[CLASS_COUNT];
+    struct page *touch_probe[CLASS_COUNT];
     /* The stack of pages whose remote lists hold blocks other threads
      * freed (bins.h): on a line of its own, which those threads write, so
      * the owner's other fields do not bounce with it. */

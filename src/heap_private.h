@@ -102,6 +102,10 @@ static inline void list_remove(struct heap *heap, struct page *page)
  * threads' segments are adopted first), or when no memory is to be had
  * (heap lock held). */
 STRATA_NOINLINE struct page *heap_page_new_carved(struct heap *heap, unsigned class_index);
+/* The class's current page is spent (every block carved and handed out):
+ * the class learns from it whether its pages are written whole (pages.c,
+ * "pages written whole"). */
+void heap_page_spent(struct heap *heap, struct page *page);
 
 /* The checkers' shared parts (checkers.h: a checker returns NULL or a line
  * naming the broken invariant). */

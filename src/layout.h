@@ -197,7 +197,10 @@ struct page {
     struct block *free;       /* blocks ready to hand out */
     uint32_t used;            /* blocks handed out and not yet freed locally */
     uint32_t capacity;        /* blocks carved so far */
-    uint32_t reserved;        /* blocks that fit in the page */
+    uint16_t reserved;        /* blocks that fit in the page (at most 4096) */
+    /* 1: each carve populates its blocks whole, not only their heads
+     * (pages.c, "pages written whole"). */
+    uint8_t populate_whole;
     uint32_t block_size;
     uint8_t class_index;
     uint8_t slice_count;
@@ -219,6 +222,7 @@ struct page {
     struct page *remote_next;
 };
 #define PAGE_TOUCHED_ALL UINT32_MAX
+_Static_assert(SLICE_SIZE / 16 <= UINT16_MAX, "a one-slice page's count of 16-byte blocks fits reserved");
 
 /* A medium block's usable size for `size` bytes asked, the bytes of its
  * page it reaches (its guard and canary included), its slices, and the

@@ -68,6 +68,9 @@ struct heap *heap_acquire(bool take_parked)
     for (size_t c = 0; c < CLASS_COUNT; c++) {
         heap->current[c] = &page_empty;
         heap->available[c] = NULL;
+        heap->populate_whole[c] = 0;
+        heap->pages_since_probe[c] = 0;
+        heap->touch_probe[c] = NULL;
     }
     heap->segments = NULL;
     heap->dirty_slices = 0;

@@ -326,6 +326,23 @@ void os_populate(void *addr, size_t size)
     errno = saved;
 }
 
+size_t os_resident_pages(const void *addr, size_t size)
+{
+    unsigned char resident[OS_RESIDENT_MAX_PAGES];
+    size_t pages = size / os_page_size();
+    if (pages > OS_RESIDENT_MAX_PAGES)
+        pages = OS_RESIDENT_MAX_PAGES;
+    int saved = errno;
+    int failed = mincore((void *)addr, pages * os_page_size(), resident);
+    errno = saved;
+    if (failed != 0)
+        return SIZE_MAX;
+    size_t count = 0;
+    for (size_t i = 0; i < pages; i++)
+        count += resident[i] & 1;
+    return count;
+}
+
 void os_huge_pages(void *addr, size_t size, bool wanted)
 {
     int saved = errno;

@@ -75,6 +75,11 @@ bool os_protect(void *addr, size_t size, bool access);
 void os_huge_pages(void *addr, size_t size, bool wanted);
 /* Faults the pages in now, in one call rather than one trap per page. */
 void os_populate(void *addr, size_t size);
+/* How many of the OS pages of [addr, addr + size) (page-aligned) are
+ * resident, at most OS_RESIDENT_MAX_PAGES of them looked at; SIZE_MAX when
+ * the kernel does not say. */
+#define OS_RESIDENT_MAX_PAGES 256
+size_t os_resident_pages(const void *addr, size_t size);
 /* Resizes a charged mapping, moving it if needed, its growth charged;
  * NULL on failure or past the limit. */
 void *os_remap(void *addr, size_t old_size, size_t new_size);

@@ -356,7 +356,7 @@ struct page *page_new(struct heap *heap, unsigned class_index, bool may_map)
     if (page == NULL)
         return NULL;
     page->block_size = class_size[class_index];
-    page->reserved = (uint32_t)(length * SLICE_SIZE / page->block_size);
+    page->reserved = (uint16_t)(length * SLICE_SIZE / page->block_size);
     strata_assert_cmp(page->reserved, >=, PAGE_CARVE_MIN_BLOCKS);
     /* The guard of the first slot of a page above: the page's last word,
      * its last slot's own once carved, else never carved. */
@@ -492,8 +492,9 @@ static void carve_populate(struct page *page, char *first, size_t count, size_t 
     bool zeroed = secure_has(SECURE_ZERO);
     if (page->touched == PAGE_TOUCHED_ALL)
         return;
-    if (size <= os_page || zeroed) {
-        uintptr_t end = zeroed ? start + count * size : start + (count - 1) * size + sizeof(struct block);
+    if (size <= os_page || zeroed || page->populate_whole) {
+        uintptr_t end = zeroed || page->populate_whole ? start + count * size
+                                                       : start + (count - 1) * size + sizeof(struct block);
         populate_past_touched(page, start & ~(os_page - 1), (end + os_page - 1) & ~(os_page - 1));
         return;
     }

@@ -424,6 +424,99 @@ static void test_carve_populates(void)
     CHECK_SOUND(heap_check(heap));
 }
 
+/* Blocks of `size` until the heap has moved past `pages` new pages of
+ * their class, each written whole or only at its two ends; returns the
+ * last, which the caller frees with the rest (`held`, at most 64). */
+static size_t allocate_written(size_t size, bool whole, size_t pages, char **held)
+{
+    size_t count = 0;
+    struct page *last = NULL;
+    size_t pages_seen = 0;
+    while (pages_seen <= pages && count < 64) {
+        char *p = strata_malloc(size);
+        CHECK(p != NULL);
+        if (whole)
+            memset(p, 'w', size);
+        else
+            p[0] = p[size - 1] = 'e';
+        struct page *page = page_of(segment_of(p), p);
+        if (page != last) {
+            pages_seen++;
+            last = page;
+        }
+        held[count++] = p;
+    }
+    return count;
+}
+
+/* Whether every OS page of the block is resident. */
+static bool block_resident(const char *p, size_t size)
+{
+    uintptr_t os_page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    for (uintptr_t at = (uintptr_t)p & ~(os_page - 1); at < (uintptr_t)p + size; at += os_page)
+        if (!page_resident((const void *)at))
+            return false;
+    return true;
+}
+
+/* A class whose blocks the program writes whole has its new pages'
+ * carves made resident whole (one call, no trap a page); one whose blocks
+ * it writes in part keeps the heads-only carve, its blocks' middle pages
+ * left to the program; and a class that changes is followed at its next
+ * probe page, at most DENSITY_PROBE_EVERY (8) new pages later. */
+static void test_pages_written_whole(void)
+{
+    size_t os_page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t dense = 3 * os_page, sparse = 5 * os_page; /* two classes, a page of each holds 4 or 5 */
+    unsigned dense_class = small_class(dense), sparse_class = small_class(sparse);
+    CHECK(dense_class != sparse_class);
+    struct heap *heap = own_heap();
+    strata_trim(); /* fresh or purged slices: what is resident is what was written */
+    char *held[64];
+
+    /* Written whole: after the first (probe) page is spent, new pages
+     * populate their carves whole. */
+    size_t count = allocate_written(dense, true, 2, held);
+    CHECK_CMP(heap->populate_whole[dense_class], ==, 1);
+    char *fresh = strata_malloc(dense);
+    struct page *page = page_of(segment_of(fresh), fresh);
+    while (!page->populate_whole && count < 60) { /* past a probe page, should one come */
+        held[count++] = fresh;
+        fresh = strata_malloc(dense);
+        page = page_of(segment_of(fresh), fresh);
+    }
+    CHECK(page->populate_whole);
+    CHECK(block_resident(fresh, dense)); /* before the program writes it */
+    held[count++] = fresh;
+
+    /* Written at the ends: heads only, the middle pages not resident. */
+    size_t sparse_from = count;
+    count += allocate_written(sparse, false, 2, held + count);
+    CHECK_CMP(heap->populate_whole[sparse_class], ==, 0);
+    char *part = strata_malloc(sparse);
+    page = page_of(segment_of(part), part);
+    CHECK(!page->populate_whole);
+    uintptr_t head = (uintptr_t)part & ~(uintptr_t)(os_page - 1);
+    CHECK(!page_resident((const void *)(head + 2 * os_page))); /* a middle page, never written */
+    strata_free(part);
+    for (size_t i = sparse_from; i < count; i++)
+        strata_free(held[i]);
+    count = sparse_from;
+
+    /* The whole-written class now written at its ends only (its blocks so
+     * far kept, so that new pages come, on purged slices): within 8 new
+     * pages its probe is spent and the class goes back to heads only. */
+    strata_trim();
+    char *more[64];
+    size_t made = allocate_written(dense, false, 10, more);
+    CHECK_CMP(heap->populate_whole[dense_class], ==, 0);
+    for (size_t i = 0; i < made; i++)
+        strata_free(more[i]);
+    for (size_t i = 0; i < count; i++)
+        strata_free(held[i]);
+    CHECK_SOUND(heap_check(heap));
+}
+
 /* A bin's word keeps its count, its limit and the class's sample
  * countdown apart: pops take the countdown down one each, pushes leave it;
  * a pop that would spend it goes to the slow path, whose allocation is the
@@ -1510,6 +1603,7 @@ static const struct check_test tests[] = {
     {"loop_at_flush", test_loop_at_flush},
     {"refill_checkpoint", test_refill_checkpoint},
     {"carve_populates", test_carve_populates},
+    {"pages_written_whole", test_pages_written_whole},
     {"usable_size_misuse", test_usable_size_misuse},
 };
 
