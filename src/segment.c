@@ -476,16 +476,20 @@ static void populate_past_touched(struct page *page, uintptr_t from, uintptr_t t
     page->touched = (uint32_t)(to - base);
 }
 
-/* The OS pages a carve writes (each new block's two words, or the whole
- * range where it is zeroed), made resident by a call rather than a trap
- * each: where a trap costs what it does in some virtual machines (10.5 us
- * a page here, against 2.6 us for a call populating one and 1.1 us a page
- * for 64 KiB), a program's first touches of fresh or purged memory are
- * mostly the carve's. No page is made resident that the carve would not
- * write: blocks larger than a page have pages between their heads that
- * only the program touches, and are left to trap, their heads' pages
- * populated a run of adjacent ones a call. What the page may have made
- * resident before (its touched bytes) is not asked for again. */
+/* The OS pages of a carve's blocks, made resident by a call rather than
+ * a trap each: where a trap costs what it does in some virtual machines
+ * (10.5 us a page here, against 2.6 us for a call populating one and 1.1
+ * us a page for 64 KiB), a program's first touches of fresh or purged
+ * memory are mostly the carve's. Blocks of a page or less: the carve
+ * writes each one's two words, and the program the rest; the pages up to
+ * the last block's end, whose tail past its words would trap at the
+ * program's first write (at most a page the next carve reaches anyway:
+ * the lifetimes table's traps 1,333 -> 594). Larger blocks have pages
+ * between their heads that only the program touches, and are left to
+ * trap, their heads' pages populated a run of adjacent ones a call, but
+ * where the class is written whole (pages.c, "pages written whole"). What
+ * the page may have made resident before (its touched bytes) is not
+ * asked for again. */
 static void carve_populate(struct page *page, char *first, size_t count, size_t size)
 {
     uintptr_t os_page = os_page_size(), start = (uintptr_t)first;
@@ -493,8 +497,7 @@ static void carve_populate(struct page *page, char *first, size_t count, size_t 
     if (page->touched == PAGE_TOUCHED_ALL)
         return;
     if (size <= os_page || zeroed || page->populate_whole) {
-        uintptr_t end = zeroed || page->populate_whole ? start + count * size
-                                                       : start + (count - 1) * size + sizeof(struct block);
+        uintptr_t end = start + count * size;
         populate_past_touched(page, start & ~(os_page - 1), (end + os_page - 1) & ~(os_page - 1));
         return;
     }
