@@ -264,8 +264,10 @@ static void test_orphans(void)
     if (!heaps_park())
         CHECK_CMP(mapped_bytes(), <=, base.mapped + SLACK);
     CHECK_CMP(mapped_awaited(base.mapped + SLACK), <=, base.mapped + SLACK);
+    /* The mapped bound allows one segment beyond the cache: the purger may
+     * still be releasing the last of the parked heap's, resident. */
     if (resident_is_meaningful())
-        CHECK_CMP(resident_bytes(), <=, base.resident + 2 * 1024 * 1024);
+        CHECK_CMP(awaited(resident_bytes, base.resident + 2 * 1024 * 1024), <=, base.resident + 2 * 1024 * 1024);
     printf("resident: %zu KiB at start, %zu KiB after the orphans were freed\n",
            base.resident / 1024, resident_bytes() / 1024);
 }
