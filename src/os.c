@@ -320,8 +320,10 @@ void os_populate(void *addr, size_t size)
 {
     if (!atomic_load_explicit(&populate_known, memory_order_relaxed))
         return;
+    uintptr_t page = os_page_size(), from = (uintptr_t)addr & ~(page - 1);
+    size_t length = (((uintptr_t)addr + size + page - 1) & ~(page - 1)) - from;
     int saved = errno;
-    if (madvise(addr, size, MADV_POPULATE_WRITE) != 0 && errno == EINVAL)
+    if (madvise((void *)from, length, MADV_POPULATE_WRITE) != 0 && errno == EINVAL)
         atomic_store_explicit(&populate_known, false, memory_order_relaxed);
     errno = saved;
 }

@@ -73,7 +73,8 @@ void os_purge(void *addr, size_t size, size_t counted);
 bool os_protect(void *addr, size_t size, bool access);
 /* Asks for transparent huge pages on the range, or for none. */
 void os_huge_pages(void *addr, size_t size, bool wanted);
-/* Faults the pages in now, in one call rather than one trap per page. */
+/* Faults in the OS pages that [addr, addr + size) lies on, now, in one
+ * call rather than one trap per page. */
 void os_populate(void *addr, size_t size);
 /* How many of the OS pages of [addr, addr + size) (page-aligned) are
  * resident, at most OS_RESIDENT_MAX_PAGES of them looked at; SIZE_MAX when
