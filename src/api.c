@@ -83,6 +83,16 @@ static void *move_block(void *ptr, size_t old_size, size_t size)
         errno = saved;
         return ptr;
     }
+    /* Above the bins' sizes the copy, and likely the program's writes past
+     * it (a block grows to be written), fill the new block: its pages come
+     * resident in one call rather than a trap each, as a large block's
+     * growth in place does (large.c). */
+    if (size > SMALL_MAX) {
+        if (is_segment_pointer(fresh))
+            heap_medium_populate(fresh, size);
+        else
+            os_populate(fresh, size);
+    }
     memcpy(fresh, ptr, old_size < size ? old_size : size);
     free_inline(ptr);
     return fresh;

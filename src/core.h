@@ -130,6 +130,12 @@ struct page *page_new_medium(struct heap *heap, size_t size);
 /* Grows a medium page in place to hold `size`, when the slices after it
  * are free; false if they are not (heap lock held, the page's owner). */
 bool page_grow_medium(struct heap *heap, struct page *page, size_t size);
+/* Of a medium page's OS pages up to its block's first `length` bytes,
+ * which the caller is about to write whole, those not yet touched: their
+ * start in *from and their bytes (0: all may be resident), counted as
+ * touched from now, the caller populating them, outside the lock (heap
+ * lock held, the page's owner). */
+size_t page_medium_claim(struct page *page, size_t length, char **from);
 /* Gives an empty page's slices back to its segment (heap lock held, or the
  * heap's thread exiting); the segment stays, even when it empties. */
 void page_release(struct heap *heap, struct page *page);

@@ -303,8 +303,14 @@ void page_take_remote(struct heap *heap, struct page *page, struct block *list, 
 /* A medium block of at least `size` bytes (`zero`: zeroed) from the heap's
  * segments; NULL without memory (errno untouched). */
 void *heap_medium_alloc(struct heap *heap, size_t size, bool zero);
+/* The first `length` bytes of a medium block the calling thread has just
+ * allocated, which it is about to write whole (a realloc's copy), made
+ * resident in one call where they may not be yet. */
+void heap_medium_populate(void *block, size_t length);
 /* Grows the calling thread's own medium block in place to `size` (at most
- * MEDIUM_MAX); false when it is another heap's or has no room after it. */
+ * MEDIUM_MAX), the pages it grows into made resident (a program grows a
+ * block to write it); false when it is another heap's or has no room
+ * after it. */
 bool heap_medium_grow(void *block, size_t size);
 
 /* lifecycle.c: a heap given to a thread, parked, retired, trimmed */

@@ -221,11 +221,25 @@ struct page *heap_page_new_carved(struct heap *heap, unsigned class_index)
 }
 
 /* ---- medium blocks (layout.h, CLASS_MEDIUM) ------------------------------ */
+/* A medium block's pages are left to the program's first touches, a trap
+ * each (10.5 us in this virtual machine), but where it is about to be
+ * written whole: zeroed by calloc, copied into by realloc, or grown by it
+ * (which a program does to write it, as large.c has it for a large block's
+ * growth). Those pages not yet touched are made resident in one call (1.1
+ * us a page for 64 KiB): the same memory, sooner. */
+static void medium_populate(char *from, size_t bytes)
+{
+    if (bytes != 0)
+        os_populate(from, bytes);
+}
+
 void *heap_medium_alloc(struct heap *heap, size_t size, bool zero)
 {
     os_lock_take(&heap->lock);
     heap_maybe_purge(heap);
     struct page *page = page_new_medium(heap, size);
+    char *from = NULL;
+    size_t untouched = page != NULL && zero ? page_medium_claim(page, size, &from) : 0;
     os_lock_give(&heap->lock);
     if (page == NULL)
         return NULL;
@@ -235,11 +249,25 @@ void *heap_medium_alloc(struct heap *heap, size_t size, bool zero)
      * free: they are cleared as block_take clears a small block's, and a
      * zeroed block is always written. */
     char *block = medium_block(page);
-    if (zero)
+    if (zero) {
+        medium_populate(from, untouched);
         memset(block, 0, size);
-    else
+    } else {
         block_take((struct block *)block);
+    }
     return block;
+}
+
+void heap_medium_populate(void *block, size_t length)
+{
+    struct heap *heap = thread_heap;
+    struct page *page = page_of(segment_of(block), block);
+    strata_assert(page->class_index == CLASS_MEDIUM && medium_block(page) == block);
+    char *from;
+    os_lock_take(&heap->lock);
+    size_t untouched = page_medium_claim(page, length, &from);
+    os_lock_give(&heap->lock);
+    medium_populate(from, untouched);
 }
 
 bool heap_medium_grow(void *block, size_t size)
@@ -251,11 +279,17 @@ bool heap_medium_grow(void *block, size_t size)
         page->class_index != CLASS_MEDIUM || size > MEDIUM_MAX)
         return false;
     size_t old_size = page->block_size;
+    char *from = NULL;
+    size_t untouched = 0;
     os_lock_take(&heap->lock);
     bool grown = page_grow_medium(heap, page, size);
-    os_lock_give(&heap->lock);
     if (grown)
+        untouched = page_medium_claim(page, page->block_size, &from);
+    os_lock_give(&heap->lock);
+    if (grown) {
         counters_bytes_out((long)page->block_size - (long)old_size);
+        medium_populate(from, untouched);
+    }
     return grown;
 }
 

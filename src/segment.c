@@ -463,17 +463,38 @@ static void carve_shuffled(struct page *page, char *first, size_t count)
     page->free = next;
 }
 
-/* The whole OS pages from..to of the page resident, but for what its
- * touched bytes say may be already; its touched bytes then reach `to`. */
-static void populate_past_touched(struct page *page, uintptr_t from, uintptr_t to)
+/* Of the whole OS pages from..to of the page, where those its touched
+ * bytes do not say may be resident already begin (`to` or past it: none);
+ * its touched bytes then reach `to`, the caller making them resident. */
+static uintptr_t touched_claim(struct page *page, uintptr_t from, uintptr_t to)
 {
     uintptr_t base = (uintptr_t)page->start;
+    if (page->touched == PAGE_TOUCHED_ALL)
+        return to;
     if (from < base + page->touched)
         from = base + page->touched;
-    if (to <= from)
-        return;
-    os_populate((void *)from, to - from);
-    page->touched = (uint32_t)(to - base);
+    if (from < to)
+        page->touched = (uint32_t)(to - base);
+    return from;
+}
+
+/* The whole OS pages from..to of the page resident, but for what its
+ * touched bytes say may be already. */
+static void populate_past_touched(struct page *page, uintptr_t from, uintptr_t to)
+{
+    from = touched_claim(page, from, to);
+    if (from < to)
+        os_populate((void *)from, to - from);
+}
+
+size_t page_medium_claim(struct page *page, size_t length, char **from)
+{
+    strata_assert(page->class_index == CLASS_MEDIUM && length <= page->block_size);
+    uintptr_t os_page = os_page_size();
+    uintptr_t to = ((uintptr_t)medium_block(page) + length + os_page - 1) & ~(os_page - 1);
+    uintptr_t start = touched_claim(page, (uintptr_t)page->start, to);
+    *from = (char *)start;
+    return start < to ? to - start : 0;
 }
 
 /* The OS pages of a carve's blocks, made resident by a call rather than
