@@ -445,12 +445,14 @@ static void test_carve_populates(void)
 /* Blocks of `size` into `held` (at most 64) until the heap has moved past
  * `pages` new pages of their class, each written whole or only at its two
  * ends; returns how many, which the caller frees. */
+#define WRITTEN_MAX 256 /* blocks allocate_written makes at most */
+
 static size_t allocate_written(size_t size, bool whole, size_t pages, char **held)
 {
     size_t count = 0;
     struct page *last = NULL;
     size_t pages_seen = 0;
-    while (pages_seen <= pages && count < 64) {
+    while (pages_seen <= pages && count < WRITTEN_MAX) {
         char *p = strata_malloc(size);
         CHECK(p != NULL);
         if (whole)
@@ -485,12 +487,12 @@ static bool block_resident(const char *p, size_t size)
 static void test_pages_written_whole(void)
 {
     size_t os_page = (size_t)sysconf(_SC_PAGESIZE);
-    size_t dense = 3 * os_page, sparse = 5 * os_page; /* two classes, a page of each holds 4 or 5 */
+    size_t dense = 3 * os_page, sparse = 5 * os_page; /* two classes, a page of each holds 16 */
     unsigned dense_class = small_class(dense), sparse_class = small_class(sparse);
     CHECK(dense_class != sparse_class);
     struct heap *heap = own_heap();
     strata_trim(); /* fresh or purged slices: what is resident is what was written */
-    char *held[64];
+    char *held[2 * WRITTEN_MAX + 64];
 
     /* Written whole: after the first (probe) page is spent, new pages
      * populate their carves whole. */
@@ -498,7 +500,7 @@ static void test_pages_written_whole(void)
     CHECK_CMP(heap->populate_whole[dense_class], ==, 1);
     char *fresh = strata_malloc(dense);
     struct page *page = page_of(segment_of(fresh), fresh);
-    while (!page->populate_whole && count < 60) { /* past a probe page, should one come */
+    while (!page->populate_whole && count < WRITTEN_MAX + 60) { /* past a probe page, should one come */
         held[count++] = fresh;
         fresh = strata_malloc(dense);
         page = page_of(segment_of(fresh), fresh);
@@ -525,7 +527,7 @@ static void test_pages_written_whole(void)
      * far kept, so that new pages come, on purged slices): within 8 new
      * pages its probe is spent and the class goes back to heads only. */
     strata_trim();
-    char *more[64];
+    char *more[WRITTEN_MAX];
     size_t made = allocate_written(dense, false, 10, more);
     CHECK_CMP(heap->populate_whole[dense_class], ==, 0);
     for (size_t i = 0; i < made; i++)
