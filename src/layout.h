@@ -30,6 +30,13 @@
 #define SLICE_SHIFT 16
 #define SLICE_SIZE ((size_t)1 << SLICE_SHIFT)
 #define SLICES_PER_SEGMENT (SEGMENT_SIZE / SLICE_SIZE)
+/* The span of a transparent huge page on x86-64 and arm64 with 4 KiB
+ * pages: a segment holds whole ones, aligned as it is. */
+#define HUGE_RANGE_SIZE ((size_t)2 << 20)
+#define SLICES_PER_HUGE_RANGE (HUGE_RANGE_SIZE / SLICE_SIZE)
+#define HUGE_RANGES_PER_SEGMENT (SEGMENT_SIZE / HUGE_RANGE_SIZE)
+_Static_assert(SEGMENT_SIZE % HUGE_RANGE_SIZE == 0 && HUGE_RANGES_PER_SEGMENT <= 8,
+               "a segment holds whole huge pages, a bit each in a byte");
 
 _Static_assert(SLICES_PER_SEGMENT == 64, "a segment's slices are the bits of one uint64_t mask");
 _Static_assert(SMALL_MAX * 4 <= (SLICES_PER_SEGMENT - 1) * SLICE_SIZE,
@@ -326,6 +333,15 @@ struct segment {
     uint64_t taken_mask;
     struct segment *next, *prev; /* owner heap's list, the abandoned list, or the cache */
     uint32_t pages_in_use;
+    /* Slices its pages have taken, and of those the ones of pages whose
+     * carves are made resident whole (blocks of an OS page or less, or of
+     * a class the heap writes whole: pages.c): whether the heap's next
+     * segment is dense (segment.c, "dense segments", STRATA_THP=2). */
+    uint16_t slices_taken, slices_taken_whole;
+    /* A dense segment's huge ranges not made resident yet, a bit each
+     * (their slices free and closed), and of those the ones never
+     * touched. */
+    uint8_t dense_pending, dense_fresh;
     uint32_t purging;            /* abandoned: purges running outside the lock */
     /* The secure flavour's OS pages of block states opened (segment.c,
      * "closed slices"), a bit each; a page of the region may be open with

@@ -44,7 +44,9 @@ static const struct option_row rows[] = {
     {"STRATA_VERBOSE", 0, 0, 1, &verbose_value,
      "say at start that strata is in force, with its options; report every ignored foreign free and the purger's start", NULL},
     {"STRATA_SHOW_STATS", 0, 0, 1, &show_stats_value, "print the statistics table at exit", NULL},
-    {"STRATA_THP", 0, 0, 1, &thp_value, "transparent huge pages for segments (off: never)", NULL},
+    {"STRATA_THP", HUGE_PAGES_NEVER, HUGE_PAGES_NEVER, HUGE_PAGES_DENSE, &thp_value,
+     "transparent huge pages: 0 never, 1 for every segment (their free slices open), 2 for the segments of a heap "
+     "that writes what it allocates, a 2 MiB range at a time (that range's free slices open)", NULL},
     {"STRATA_STATS_FILE", 0, 0, 0, NULL,
      "at exit, append the statistics as one JSON line to this file (what strata-run reads)",
      &strata_options.stats_file},
@@ -220,7 +222,8 @@ static void options_read(void)
     strata_options.check = check_value != 0;
     strata_options.verbose = verbose_value != 0;
     strata_options.show_stats = show_stats_value != 0;
-    strata_options.thp = thp_value != 0;
+    strata_options.thp = thp_value == HUGE_PAGES_ALWAYS;
+    strata_options.thp_dense = thp_value == HUGE_PAGES_DENSE;
     strata_options.purge_delay_ns = (uint64_t)strata_options.purge_delay_ms * 1000000u;
     if (strata_options.stats_file == NULL)
         strata_options.sample_ms = 0;

@@ -11,6 +11,12 @@
 
 #include "platform.h"
 
+enum huge_pages_mode {
+    HUGE_PAGES_NEVER = 0,
+    HUGE_PAGES_ALWAYS = 1, /* every segment, its free slices open */
+    HUGE_PAGES_DENSE = 2,  /* a dense heap's segments, a range at a time (segment.c) */
+};
+
 enum background_purge_mode {
     BACKGROUND_PURGE_NEVER = 0,
     BACKGROUND_PURGE_ALWAYS = 1, /* the purger thread starts with the first heap */
@@ -24,7 +30,8 @@ struct options {
     bool check;            /* STRATA_CHECK: validate every free, abort on misuse */
     bool verbose;          /* STRATA_VERBOSE */
     bool show_stats;       /* STRATA_SHOW_STATS */
-    bool thp;              /* STRATA_THP */
+    bool thp;              /* derived: STRATA_THP=1, every segment huge */
+    bool thp_dense;        /* derived: STRATA_THP=2, a dense heap's segments huge */
     const char *stats_file; /* STRATA_STATS_FILE, NULL: none */
     long sample_ms;        /* STRATA_SAMPLE_MS, 0: never (always 0 without a stats file) */
     long quarantine_blocks; /* STRATA_QUARANTINE_BLOCKS (secure flavour) */

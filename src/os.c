@@ -345,6 +345,58 @@ size_t os_resident_pages(const void *addr, size_t size)
     return count;
 }
 
+bool os_huge_pages_offered(void)
+{
+    /* 0 unknown, 1 offered, 2 not (or not said). */
+    static _Atomic int known;
+    int state = atomic_load_explicit(&known, memory_order_relaxed);
+    if (state == 0) {
+        int saved = errno;
+        char text[128];
+        ssize_t length = -1;
+        int fd = open("/sys/kernel/mm/transparent_hugepage/enabled", O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            length = read(fd, text, sizeof text - 1);
+            close(fd);
+        }
+        text[length > 0 ? length : 0] = '\0';
+        state = strstr(text, "[always]") != NULL || strstr(text, "[madvise]") != NULL ? 1 : 2;
+        atomic_store_explicit(&known, state, memory_order_relaxed);
+        errno = saved;
+    }
+    return state == 1;
+}
+
+/* Linux 6.1's advice; older headers lack its number. */
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25
+#endif
+
+bool os_huge_collapse(void *addr, size_t size, bool wanted_after)
+{
+    /* 0 unknown, 1 the kernel takes the advice, 2 it does not (a range
+     * of length 0 is checked for its advice only). */
+    static _Atomic int known;
+    int saved = errno;
+    int state = atomic_load_explicit(&known, memory_order_relaxed);
+    if (state == 0) {
+        state = madvise(addr, 0, MADV_COLLAPSE) == 0 ? 1 : 2;
+        atomic_store_explicit(&known, state, memory_order_relaxed);
+    }
+    bool collapsed = false;
+    if (state == 1) {
+        /* A range marked for no huge pages (os_huge_pages) refuses the
+         * advice: the mark leaves it for the call and, unless huge pages
+         * are `wanted_after`, comes back, which the huge page outlives. */
+        madvise(addr, size, MADV_HUGEPAGE);
+        collapsed = madvise(addr, size, MADV_COLLAPSE) == 0;
+        if (!wanted_after)
+            madvise(addr, size, MADV_NOHUGEPAGE);
+    }
+    errno = saved;
+    return collapsed;
+}
+
 void os_huge_pages(void *addr, size_t size, bool wanted)
 {
     int saved = errno;

@@ -73,6 +73,15 @@ void os_purge(void *addr, size_t size, size_t counted);
 bool os_protect(void *addr, size_t size, bool access);
 /* Asks for transparent huge pages on the range, or for none. */
 void os_huge_pages(void *addr, size_t size, bool wanted);
+/* Whether the kernel offers transparent huge pages to a range asked for
+ * them (its setting "always" or "madvise", not "never"). */
+bool os_huge_pages_offered(void);
+/* Makes the range (whole huge pages) huge pages now, copying what is
+ * resident, the rest zero; the range is then asked for huge pages
+ * (os_huge_pages) as `wanted_after` says. False when the kernel cannot or
+ * will not (older than 6.1, no huge page free, a range of two
+ * protections). */
+bool os_huge_collapse(void *addr, size_t size, bool wanted_after);
 /* Faults in the OS pages that [addr, addr + size) lies on, now, in one
  * call rather than one trap per page. */
 void os_populate(void *addr, size_t size);
