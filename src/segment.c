@@ -124,35 +124,6 @@ static void segment_unlink(struct segment **head, struct segment *segment)
 #define STATES_OPEN_BITS (8 * sizeof(((struct segment *)0)->states_open))
 _Static_assert(STATE_REGION_BYTES / 4096 <= STATES_OPEN_BITS, "a bit for each OS page of the states");
 
-/* Opens what a page of `length` free slices from slice `first` of the
- * class needs: those slices when any is closed (not dirty), and its block
- * states' OS pages not yet opened; false when the system refuses. */
-static bool page_open(struct segment *segment, unsigned first, size_t length, unsigned class_index)
-{
-    if (!slices_closed())
-        return true;
-    bool closed = (slice_run(first, length) & ~segment->dirty_mask) != 0;
-    char *start = segment_base(segment) + (size_t)first * SLICE_SIZE;
-    size_t bytes = length * SLICE_SIZE;
-    if (STRATA_SECURE_BUILD && class_index < CLASS_COUNT) {
-        size_t slot = class_size[class_index];
-        uintptr_t os_page = os_page_size();
-        uintptr_t region = (uintptr_t)segment_base(segment) + SLICE_SIZE;
-        size_t from = ((uintptr_t)block_state(start, slot) - region) / os_page;
-        size_t to = ((uintptr_t)(block_state(start + bytes - 1, slot) + 1) - region + os_page - 1) / os_page;
-        bool all_open = true;
-        for (size_t k = from; k < to && all_open; k++)
-            all_open = (segment->states_open[k / 64] >> (k % 64)) & 1;
-        if (!all_open) {
-            if (!os_protect((void *)(region + from * os_page), (to - from) * os_page, true))
-                return false;
-            for (size_t k = from; k < to; k++)
-                segment->states_open[k / 64] |= (uint64_t)1 << (k % 64);
-        }
-    }
-    return !closed || os_protect(start, bytes, true);
-}
-
 /* ---- dense segments (STRATA_THP=2) ---------------------------------------
  * A TLB entry covers an OS page of 4 KiB: a program whose blocks spread
  * over more than the TLB reaches misses on most of its loads, and in a
@@ -264,6 +235,39 @@ static void dense_ranges_take(struct heap *heap, struct segment *segment, uint64
         if (range_make_dense(segment_base(segment), r, fresh, slices_closed()))
             range_dirty(heap, segment, r);
     }
+}
+
+/* Opens what a page of `length` free slices from slice `first` of the
+ * class needs: the pending dense ranges they reach (made resident whole),
+ * those slices when any is closed (not dirty), and its block states' OS
+ * pages not yet opened; false when the system refuses. */
+static bool page_open(struct heap *heap, struct segment *segment, unsigned first, size_t length,
+                      unsigned class_index)
+{
+    if (unlikely(segment->dense_pending != 0))
+        dense_ranges_take(heap, segment, slice_run(first, length));
+    if (!slices_closed())
+        return true;
+    bool closed = (slice_run(first, length) & ~segment->dirty_mask) != 0;
+    char *start = segment_base(segment) + (size_t)first * SLICE_SIZE;
+    size_t bytes = length * SLICE_SIZE;
+    if (STRATA_SECURE_BUILD && class_index < CLASS_COUNT) {
+        size_t slot = class_size[class_index];
+        uintptr_t os_page = os_page_size();
+        uintptr_t region = (uintptr_t)segment_base(segment) + SLICE_SIZE;
+        size_t from = ((uintptr_t)block_state(start, slot) - region) / os_page;
+        size_t to = ((uintptr_t)(block_state(start + bytes - 1, slot) + 1) - region + os_page - 1) / os_page;
+        bool all_open = true;
+        for (size_t k = from; k < to && all_open; k++)
+            all_open = (segment->states_open[k / 64] >> (k % 64)) & 1;
+        if (!all_open) {
+            if (!os_protect((void *)(region + from * os_page), (to - from) * os_page, true))
+                return false;
+            for (size_t k = from; k < to; k++)
+                segment->states_open[k / 64] |= (uint64_t)1 << (k % 64);
+        }
+    }
+    return !closed || os_protect(start, bytes, true);
 }
 
 static struct segment *segment_new(struct heap *heap)
@@ -475,11 +479,9 @@ static struct page *page_take(struct heap *heap, size_t length, unsigned class_i
     strata_assert(starts != 0);
     unsigned first = (unsigned)__builtin_ctzll(starts);
     strata_assert_cmp(first + length, <=, SLICES_PER_SEGMENT);
-    uint64_t run = slice_run(first, length);
-    if (unlikely(segment->dense_pending != 0))
-        dense_ranges_take(heap, segment, run);
-    if (!page_open(segment, first, length, class_index))
+    if (!page_open(heap, segment, first, length, class_index))
         return NULL;
+    uint64_t run = slice_run(first, length);
     bool resident = (segment->dirty_mask & run) != 0;
     slices_claim(heap, segment, run);
     segment_note_page(heap, segment, length, class_index);
@@ -571,11 +573,7 @@ bool page_grow_medium(struct heap *heap, struct page *page, size_t size)
     unsigned end = first + page->slice_count;
     size_t added = length > page->slice_count ? length - page->slice_count : 0;
     uint64_t run = added != 0 ? slice_run(end, added) : 0; /* end may be the segment's end */
-    if (added != 0 && (segment->free_mask & run) != run)
-        return false;
-    if (added != 0 && unlikely(segment->dense_pending != 0))
-        dense_ranges_take(heap, segment, run);
-    if (added != 0 && !page_open(segment, end, added, CLASS_MEDIUM))
+    if (added != 0 && ((segment->free_mask & run) != run || !page_open(heap, segment, end, added, CLASS_MEDIUM)))
         return false;
     if (!prefix_charge(segment, page->start, medium_reach(usable)))
         return false;

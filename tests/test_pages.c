@@ -442,11 +442,11 @@ static void test_carve_populates(void)
     CHECK_SOUND(heap_check(heap));
 }
 
-/* Blocks of `size` into `held` (at most 64) until the heap has moved past
- * `pages` new pages of their class, each written whole or only at its two
- * ends; returns how many, which the caller frees. */
 #define WRITTEN_MAX 256 /* blocks allocate_written makes at most */
 
+/* Blocks of `size` into `held` (at most WRITTEN_MAX) until the heap has
+ * moved past `pages` new pages of their class, each written whole or only
+ * at its two ends; returns how many, which the caller frees. */
 static size_t allocate_written(size_t size, bool whole, size_t pages, char **held)
 {
     size_t count = 0;

@@ -162,9 +162,6 @@ static int huge(void)
     return 0;
 }
 
-/* 48 MB of blocks, written whole (256 bytes each) or at their two ends
- * only (12 KiB each: their middle pages never written); prints the
- * process's anonymous memory in huge pages, in KiB. */
 /* The kernel's count of huge pages it could not give (a fault or a
  * collapse that found none free: memory too fragmented). */
 static long huge_pages_refused(void)
@@ -183,6 +180,10 @@ static long huge_pages_refused(void)
     return total;
 }
 
+/* 48 MB of blocks, written whole (256 bytes each) or at their two ends
+ * only (12 KiB each: their middle pages never written); prints the
+ * process's anonymous memory in huge pages, in KiB, and how many huge
+ * pages the kernel refused meanwhile. */
 static int dense_of(size_t size, bool whole)
 {
     long refused = huge_pages_refused();
