@@ -336,7 +336,8 @@ struct segment {
     /* Slices its pages have taken, and of those the ones of pages whose
      * carves are made resident whole (blocks of an OS page or less, or of
      * a class the heap writes whole: pages.c): whether the heap's next
-     * segment is dense (segment.c, "dense segments", STRATA_THP=2). */
+     * segment is dense (segment.c, "dense segments"; counted with
+     * STRATA_THP=2 only, 0 otherwise). */
     uint16_t slices_taken, slices_taken_whole;
     /* A dense segment's huge ranges not made resident yet, a bit each
      * (their slices free and closed), and of those the ones never

@@ -155,9 +155,13 @@ _Static_assert(STATE_REGION_BYTES / 4096 <= STATES_OPEN_BITS, "a bit for each OS
  * segments each, made dense after their first: peak 30.5 -> 34.1 MB). */
 #define DENSE_SEGMENT_AFTER 4
 
-/* The page just taken from the segment: counted for the heap's next. */
+/* The page just taken from the segment: counted for the heap's next
+ * (heap_wants_dense_segment, the counts' one reader: with STRATA_THP=2
+ * only). */
 static void segment_note_page(struct heap *heap, struct segment *segment, size_t length, unsigned class_index)
 {
+    if (!strata_options.thp_dense)
+        return;
     if (segment->slices_taken >= UINT16_MAX - SLICES_PER_SEGMENT) {
         segment->slices_taken /= 2;
         segment->slices_taken_whole /= 2;
