@@ -311,6 +311,78 @@ bool os_protect(void *addr, size_t size, bool access)
     return done;
 }
 
+/* Linux 6.13's advice; older headers lack its numbers. */
+#ifndef MADV_GUARD_INSTALL
+#define MADV_GUARD_INSTALL 102
+#define MADV_GUARD_REMOVE 103
+#endif
+
+/* Whether guard markers may close ranges here: the kernel takes the advice
+ * (tried on a page of its own) and overcommit is not strict (mode 2 counts
+ * a writable private mapping as committed whole, closed or not). */
+static bool guards_usable(void)
+{
+    char text[8];
+    ssize_t length = -1;
+    int fd = open("/proc/sys/vm/overcommit_memory", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        length = read(fd, text, sizeof text - 1);
+        close(fd);
+    }
+    if (length > 0 && text[0] == '2')
+        return false;
+    size_t page = os_page_size();
+    void *probe = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (probe == MAP_FAILED)
+        return false;
+    bool usable = madvise(probe, page, MADV_GUARD_INSTALL) == 0 && madvise(probe, page, MADV_GUARD_REMOVE) == 0;
+    munmap(probe, page);
+    return usable;
+}
+
+/* 0 undecided, 1 guard markers, 2 mprotect. */
+static _Atomic int close_method;
+/* A range was closed by mprotect where guard markers failed (a locked
+ * mapping, say): opens then undo both. */
+static _Atomic bool closed_by_protection;
+
+bool os_closes_by_guards(void)
+{
+    int method = atomic_load_explicit(&close_method, memory_order_relaxed);
+    if (method == 0) {
+        int saved = errno;
+        method = guards_usable() ? 1 : 2;
+        errno = saved;
+        atomic_store_explicit(&close_method, method, memory_order_relaxed);
+    }
+    return method == 1;
+}
+
+bool os_close(void *addr, size_t size)
+{
+    if (os_closes_by_guards()) {
+        int saved = errno;
+        bool done = madvise(addr, size, MADV_GUARD_INSTALL) == 0;
+        errno = saved;
+        if (done)
+            return true;
+        atomic_store_explicit(&closed_by_protection, true, memory_order_relaxed);
+    }
+    return os_protect(addr, size, false);
+}
+
+bool os_open(void *addr, size_t size)
+{
+    if (!os_closes_by_guards())
+        return os_protect(addr, size, true);
+    int saved = errno;
+    bool done = madvise(addr, size, MADV_GUARD_REMOVE) == 0;
+    errno = saved;
+    if (done && !atomic_load_explicit(&closed_by_protection, memory_order_relaxed))
+        return true;
+    return os_protect(addr, size, true);
+}
+
 /* Cleared when the kernel does not know MADV_POPULATE_WRITE (before Linux
  * 5.14: EINVAL), so that the touches trap as they would have, with no
  * call first. */

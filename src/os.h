@@ -71,6 +71,18 @@ void os_purge(void *addr, size_t size, size_t counted);
 /* Makes the pages inaccessible (`access` false: a touch faults) or
  * readable and writable again; false when the kernel refuses. */
 bool os_protect(void *addr, size_t size, bool access);
+/* A segment's free slices closed and opened again (a touch of a closed
+ * one faults, its pages are the OS's): by guard markers where the kernel
+ * has them (Linux 6.13's MADV_GUARD_INSTALL; not under strict overcommit,
+ * where a closed range would count as committed), which neither split the
+ * mapping nor take the address space's lock for writing, so that other
+ * threads' page faults go on meanwhile; else by mprotect. A close gives
+ * the range's pages back. False when the system refuses (mprotect: too
+ * many mappings). */
+bool os_close(void *addr, size_t size);
+bool os_open(void *addr, size_t size);
+/* Whether os_close uses guard markers in this process. */
+bool os_closes_by_guards(void);
 /* Asks for transparent huge pages on the range, or for none. */
 void os_huge_pages(void *addr, size_t size, bool wanted);
 /* Whether the kernel offers transparent huge pages to a range asked for

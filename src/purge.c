@@ -113,7 +113,7 @@ void purge_runs(struct segment *segment, uint64_t slices, uint64_t cover)
          * open if the system refuses (too many mappings): only that
          * protection is lost, and opening them again is harmless. */
         if (slices_closed())
-            (void)os_protect(start, (size_t)length * SLICE_SIZE, false);
+            (void)os_close(start, (size_t)length * SLICE_SIZE);
         if (STRATA_SECURE_BUILD)
             purge_states(segment, first, length);
         slices &= ~run;

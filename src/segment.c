@@ -204,7 +204,7 @@ static bool range_make_dense(char *base, unsigned r, bool fresh, bool closed)
     uint64_t slices = range_data_slices(r);
     char *data = base + (size_t)__builtin_ctzll(slices) * SLICE_SIZE;
     size_t data_bytes = (size_t)__builtin_popcountll(slices) * SLICE_SIZE;
-    if (closed && !os_protect(data, data_bytes, true))
+    if (closed && !os_open(data, data_bytes))
         return false;
     if (fresh) {
         os_huge_pages(start, HUGE_RANGE_SIZE, true);
@@ -265,13 +265,13 @@ static bool page_open(struct heap *heap, struct segment *segment, unsigned first
         for (size_t k = from; k < to && all_open; k++)
             all_open = (segment->states_open[k / 64] >> (k % 64)) & 1;
         if (!all_open) {
-            if (!os_protect((void *)(region + from * os_page), (to - from) * os_page, true))
+            if (!os_open((void *)(region + from * os_page), (to - from) * os_page))
                 return false;
             for (size_t k = from; k < to; k++)
                 segment->states_open[k / 64] |= (uint64_t)1 << (k % 64);
         }
     }
-    return !closed || os_protect(start, bytes, true);
+    return !closed || os_open(start, bytes);
 }
 
 static struct segment *segment_new(struct heap *heap)
@@ -312,8 +312,8 @@ static struct segment *segment_new(struct heap *heap)
         if (dense)
             range_make_dense(base, 0, true, false);
         if (slices_closed() &&
-            ((STRATA_SECURE_BUILD && !os_protect(base + SLICE_SIZE, STATE_REGION_BYTES - os_page_size(), false)) ||
-             !os_protect(base + pages_from, SEGMENT_SIZE - pages_from, false))) {
+            ((STRATA_SECURE_BUILD && !os_close(base + SLICE_SIZE, STATE_REGION_BYTES - os_page_size())) ||
+             !os_close(base + pages_from, SEGMENT_SIZE - pages_from))) {
             os_unreserve(base, SEGMENT_SIZE);
             return NULL;
         }
