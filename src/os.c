@@ -417,9 +417,10 @@ size_t os_resident_pages(const void *addr, size_t size)
     return count;
 }
 
-bool os_huge_pages_offered(void)
+/* The kernel's transparent huge page setting, read once: 1 "always", 2
+ * "madvise", 3 "never" (or not said). */
+static int huge_pages_setting(void)
 {
-    /* 0 unknown, 1 offered, 2 not (or not said). */
     static _Atomic int known;
     int state = atomic_load_explicit(&known, memory_order_relaxed);
     if (state == 0) {
@@ -432,11 +433,21 @@ bool os_huge_pages_offered(void)
             close(fd);
         }
         text[length > 0 ? length : 0] = '\0';
-        state = strstr(text, "[always]") != NULL || strstr(text, "[madvise]") != NULL ? 1 : 2;
+        state = strstr(text, "[always]") != NULL ? 1 : strstr(text, "[madvise]") != NULL ? 2 : 3;
         atomic_store_explicit(&known, state, memory_order_relaxed);
         errno = saved;
     }
-    return state == 1;
+    return state;
+}
+
+bool os_huge_pages_offered(void)
+{
+    return huge_pages_setting() != 3;
+}
+
+bool os_huge_pages_unasked(void)
+{
+    return huge_pages_setting() == 1;
 }
 
 /* Linux 6.1's advice; older headers lack its number. */

@@ -88,6 +88,9 @@ void os_huge_pages(void *addr, size_t size, bool wanted);
 /* Whether the kernel offers transparent huge pages to a range asked for
  * them (its setting "always" or "madvise", not "never"). */
 bool os_huge_pages_offered(void);
+/* Whether it gives them to ranges that did not ask (its setting
+ * "always"): only then need a range say it wants none. */
+bool os_huge_pages_unasked(void);
 /* Makes the range (whole huge pages) huge pages now, copying what is
  * resident, the rest zero; the range is then asked for huge pages
  * (os_huge_pages) as `wanted_after` says. False when the kernel cannot or

@@ -297,8 +297,12 @@ static struct segment *segment_new(struct heap *heap)
         fresh = true;
         /* 64 KiB slices are purged one by one: huge pages would be split
          * (or keep whole 2 MiB resident), so they are opt-in; a block's
-         * pages the program never writes become resident with them. */
-        os_huge_pages(base, SEGMENT_SIZE, strata_options.thp);
+         * pages the program never writes become resident with them. The
+         * refusal is said only where the kernel would give them unasked:
+         * the advice takes the address space's lock for writing and
+         * splits the mapping, and other threads' faults wait on it. */
+        if (strata_options.thp || os_huge_pages_unasked())
+            os_huge_pages(base, SEGMENT_SIZE, strata_options.thp);
         /* The secure flavour's guard page before the header (layout.h):
          * kept while the segment is mapped, cached or not. */
         if (secure_has(SECURE_META_GUARD) && os_page_size() == SEGMENT_GUARD_BYTES &&
