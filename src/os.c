@@ -317,19 +317,29 @@ bool os_protect(void *addr, size_t size, bool access)
 #define MADV_GUARD_REMOVE 103
 #endif
 
+/* A small /proc or /sys file's text, NUL-terminated; false when it cannot be read.
+ * errno is as the caller left it. */
+static bool kernel_file_read(const char *path, char *text, size_t size)
+{
+    int saved = errno;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd < 0 ? -1 : read(fd, text, size - 1);
+    if (fd >= 0)
+        close(fd);
+    errno = saved;
+    if (n <= 0)
+        return false;
+    text[n] = '\0';
+    return true;
+}
+
 /* Whether guard markers may close ranges here: the kernel takes the advice
  * (tried on a page of its own) and overcommit is not strict (mode 2 counts
  * a writable private mapping as committed whole, closed or not). */
 static bool guards_usable(void)
 {
     char text[8];
-    ssize_t length = -1;
-    int fd = open("/proc/sys/vm/overcommit_memory", O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        length = read(fd, text, sizeof text - 1);
-        close(fd);
-    }
-    if (length > 0 && text[0] == '2')
+    if (kernel_file_read("/proc/sys/vm/overcommit_memory", text, sizeof text) && text[0] == '2')
         return false;
     size_t page = os_page_size();
     void *probe = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -424,18 +434,11 @@ static int huge_pages_setting(void)
     static _Atomic int known;
     int state = atomic_load_explicit(&known, memory_order_relaxed);
     if (state == 0) {
-        int saved = errno;
         char text[128];
-        ssize_t length = -1;
-        int fd = open("/sys/kernel/mm/transparent_hugepage/enabled", O_RDONLY | O_CLOEXEC);
-        if (fd >= 0) {
-            length = read(fd, text, sizeof text - 1);
-            close(fd);
-        }
-        text[length > 0 ? length : 0] = '\0';
+        if (!kernel_file_read("/sys/kernel/mm/transparent_hugepage/enabled", text, sizeof text))
+            text[0] = '\0';
         state = strstr(text, "[always]") != NULL ? 1 : strstr(text, "[madvise]") != NULL ? 2 : 3;
         atomic_store_explicit(&known, state, memory_order_relaxed);
-        errno = saved;
     }
     return state;
 }
@@ -604,26 +607,10 @@ void os_name_thread(const char *name)
     errno = saved;
 }
 
-/* A small /proc file's text, NUL-terminated; false when it cannot be read.
- * errno is as the caller left it. */
-static bool proc_read(const char *path, char *text, size_t size)
-{
-    int saved = errno;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    ssize_t n = fd < 0 ? -1 : read(fd, text, size - 1);
-    if (fd >= 0)
-        close(fd);
-    errno = saved;
-    if (n <= 0)
-        return false;
-    text[n] = '\0';
-    return true;
-}
-
 unsigned os_live_threads(void)
 {
     char text[1024];
-    if (!proc_read("/proc/self/stat", text, sizeof text))
+    if (!kernel_file_read("/proc/self/stat", text, sizeof text))
         return 0;
     /* After the command's name, which may hold anything but ends at the
      * last ')': the state (the main thread's), then num_threads 17 fields
@@ -642,7 +629,7 @@ unsigned os_live_threads(void)
 size_t os_resident_peak_bytes(void)
 {
     char text[4096];
-    if (!proc_read("/proc/self/status", text, sizeof text))
+    if (!kernel_file_read("/proc/self/status", text, sizeof text))
         return 0;
     const char *at = strstr(text, "VmHWM:");
     unsigned long kib = 0;
@@ -680,7 +667,7 @@ const char *os_program_name(void)
 size_t os_resident_bytes(void)
 {
     char text[96];
-    if (!proc_read("/proc/self/statm", text, sizeof text))
+    if (!kernel_file_read("/proc/self/statm", text, sizeof text))
         return 0;
     unsigned long size = 0, resident = 0;
     if (sscanf(text, "%lu %lu", &size, &resident) != 2)
