@@ -76,9 +76,10 @@ bool os_protect(void *addr, size_t size, bool access);
  * has them (Linux 6.13's MADV_GUARD_INSTALL; not under strict overcommit,
  * where a closed range would count as committed), which neither split the
  * mapping nor take the address space's lock for writing, so that other
- * threads' page faults go on meanwhile; else by mprotect. A close gives
- * the range's pages back. False when the system refuses (mprotect: too
- * many mappings). */
+ * threads' page faults go on meanwhile; else by mprotect. A close by
+ * guard markers gives the range's pages back, one by mprotect keeps them
+ * resident: callers close only ranges purged or never touched. False
+ * when the system refuses (mprotect: too many mappings). */
 bool os_close(void *addr, size_t size);
 bool os_open(void *addr, size_t size);
 /* Whether os_close uses guard markers in this process. */
