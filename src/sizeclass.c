@@ -1,8 +1,14 @@
-/* sizeclass.c: the size classes. 16..64 bytes in steps of 8, then eight
- * classes per doubling up to SMALL_MAX, so rounding wastes at most 12.5%
- * above 64 bytes. No class is smaller than 16 bytes: a free block holds two
- * words, its link and their check (layout.h). A class size that is a
- * multiple of 16 gives 16-aligned blocks; the others only ever hold
+/* sizeclass.c: the size classes. 16..64 bytes in steps of 8, then four
+ * classes per doubling up to 4 KiB (COARSE_MAX), rounding wasting less
+ * than 25% of the size, as jemalloc's, mimalloc's and snmalloc's classes
+ * do, then eight per doubling up to SMALL_MAX (at most 12.5%). Each class
+ * costs each heap a bin and partly used pages: with eight a doubling below
+ * 4 KiB those held as much as the live blocks on the random lifetimes
+ * table (docs/design.md). Above 4 KiB a block spans pages and the slots'
+ * stride decides how many pages the written parts of blocks reach, so the
+ * finer classes stay. No class is smaller than 16 bytes: a free block
+ * holds two words, its link and their check (layout.h). A class size that
+ * is a multiple of 16 gives 16-aligned blocks; the others only ever hold
  * requests that need 8. */
 #include "sizeclass.h"
 
@@ -16,11 +22,14 @@ void sizeclass_init(void)
 {
     for (unsigned c = 0; c < 7; c++)
         class_size[c] = 16 + 8 * c;
-    for (unsigned c = 7; c < CLASS_COUNT; c++) {
-        unsigned doubling = (c - 7) / 8;
-        unsigned within = (c - 7) % 8;
-        uint32_t base = (uint32_t)64 << doubling;
-        class_size[c] = base + (within + 1) * (base / 8);
+    for (unsigned c = COARSE_FIRST; c < COARSE_FIRST + COARSE_COUNT; c++) {
+        uint32_t base = (uint32_t)64 << ((c - COARSE_FIRST) / 4);
+        class_size[c] = base + ((c - COARSE_FIRST) % 4 + 1) * (base / 4);
+    }
+    for (unsigned c = COARSE_FIRST + COARSE_COUNT; c < CLASS_COUNT; c++) {
+        unsigned after = c - COARSE_FIRST - COARSE_COUNT;
+        uint32_t base = (uint32_t)COARSE_MAX << (after / 8);
+        class_size[c] = base + (after % 8 + 1) * (base / 8);
     }
     for (unsigned c = 0; c < CLASS_COUNT; c++) {
         uint32_t size = class_size[c];

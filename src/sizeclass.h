@@ -1,6 +1,7 @@
 /* sizeclass.h: the size classes, which every layer above the OS layer
- * shares. 16..64 bytes in steps of 8, then eight classes per doubling up to
- * SMALL_MAX; the tables are filled once by config_init. */
+ * shares. 16..64 bytes in steps of 8, four classes per doubling up to
+ * COARSE_MAX, then eight up to SMALL_MAX; the tables are filled once by
+ * config_init. */
 #ifndef STRATA_SIZECLASS_H
 #define STRATA_SIZECLASS_H
 
@@ -10,7 +11,8 @@
 
 #include "platform.h"
 
-#define CLASS_COUNT 95                    /* 16..64 by 8, then 8 per doubling */
+#define CLASS_COUNT 71                    /* 16..64 by 8, 4 per doubling to 4 KiB, then 8 */
+#define COARSE_MAX ((size_t)4096)         /* the last class of four a doubling */
 #define SMALL_MAX ((size_t)128 * 1024)   /* largest class; above: mapped */
 #define DIRECT_MAX ((size_t)1024)         /* sizes served by the direct table */
 #define DIRECT_COUNT (DIRECT_MAX / 8 + 1)
@@ -46,14 +48,21 @@ static inline uint64_t block_key(uint64_t multiplier, uint32_t offset)
     return (uint64_t)offset * multiplier;
 }
 
+/* The classes of 64 bytes to COARSE_MAX: 7 (80 bytes) to 30. */
+#define COARSE_FIRST 7
+#define COARSE_COUNT 24
+
 static inline unsigned size_class(size_t size)
 {
     if (size <= 64) /* malloc(0) is 16 bytes, 16-aligned, as glibc's */
         return size <= 16 ? 0 : (unsigned)((size - 9) >> 3);
     unsigned top = 63 - (unsigned)__builtin_clzll((unsigned long long)(size - 1));
-    unsigned step_shift = top - 3;
-    unsigned within = (unsigned)(((size - 1) >> step_shift) & 7);
-    return 7 + (top - 6) * 8 + within;
+    if (size <= COARSE_MAX) {
+        unsigned within = (unsigned)(((size - 1) >> (top - 2)) & 3);
+        return COARSE_FIRST + (top - 6) * 4 + within;
+    }
+    unsigned within = (unsigned)(((size - 1) >> (top - 3)) & 7);
+    return COARSE_FIRST + COARSE_COUNT + (top - 12) * 8 + within;
 }
 
 /* size_class for a small size (at most SMALL_MAX), by table. */

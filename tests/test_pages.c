@@ -168,7 +168,7 @@ static void test_adaptive_bins(void)
     struct heap *heap = own_heap();
     unsigned c = size_class(8192);
     struct bin *bin = &heap->bins[c];
-    uint32_t base = (uint32_t)(BIN_BYTES / 8192); /* its base limit: 32 KiB of 8 KiB blocks */
+    uint32_t base = (uint32_t)(BIN_BYTES / 8192); /* its base limit: BIN_BYTES of 8 KiB blocks */
     uint32_t before = bin_limit(heap, bin);
     swing(8192, 64, 8);
     uint32_t grown = bin_limit(heap, bin);
@@ -399,18 +399,18 @@ static void test_carve_populates(void)
     strata_free(p);
 
     /* A carve whose last block's two words lie a page before its end
-     * (four blocks of 1152 bytes: the last from 3456 to 4608): the page
+     * (four blocks of 1280 bytes: the last from 3840 to 5120): the page
      * of its tail is resident too, before the program writes there. */
-    char *tail_block = strata_malloc(1152);
+    char *tail_block = strata_malloc(1280);
     page = page_of(segment_of(tail_block), tail_block);
-    CHECK_CMP(page->block_size, ==, 1152);
-    if (page->capacity == 4 && 3 * 1152 + sizeof(struct block) <= os_page) {
+    CHECK_CMP(page->block_size, ==, 1280);
+    if (page->capacity == 4 && 3 * 1280 + sizeof(struct block) <= os_page) {
         CHECK_CMP(page->touched, ==, 2 * os_page);
         CHECK(page_resident(page->start + os_page));
     } else {
-        printf("note: 1152-byte blocks carved %u at a time here; the tail's page checked as carved\n",
+        printf("note: 1280-byte blocks carved %u at a time here; the tail's page checked as carved\n",
                page->capacity);
-        CHECK(page_resident(page->start + (size_t)page->capacity * 1152 - 1));
+        CHECK(page_resident(page->start + (size_t)page->capacity * 1280 - 1));
     }
     strata_free(tail_block);
 

@@ -1,5 +1,6 @@
 /* test_sizeclass.c: white-box test of the size classes: every size maps to
- * the smallest class that holds it, waste stays within 12.5% above 64 bytes,
+ * the smallest class that holds it, waste stays within 25% from 64 bytes to
+ * 4 KiB and 12.5% above,
  * the direct table agrees, and alignment follows the class size; and of
  * where the secure flavour keeps each block's state (layout.h). */
 #include "check.h"
@@ -72,10 +73,18 @@ static void test_class_sizes(void)
     CHECK_CMP(size_class(17), ==, 1);
     CHECK_CMP(class_size[CLASS_COUNT - 1], ==, SMALL_MAX);
     CHECK_CMP(size_class(SMALL_MAX), ==, CLASS_COUNT - 1);
+    /* Four classes a doubling from 64 bytes to 4 KiB, eight above. */
+    CHECK_CMP(class_size[size_class(64) + 1], ==, 80);
+    CHECK_CMP(class_size[size_class(65)], ==, 80);
+    CHECK_CMP(class_size[size_class(129)], ==, 160);
+    CHECK_CMP(class_size[size_class(3073)], ==, 3584);
+    CHECK_CMP(size_class(4096) - size_class(2048), ==, 4);
+    CHECK_CMP(class_size[size_class(4097)], ==, 4608);
+    CHECK_CMP(size_class(8192) - size_class(4096), ==, 8);
 }
 
-/* Every size maps to the smallest class that holds it, within 12.5% above
- * 64 bytes, and the direct table agrees. */
+/* Every size maps to the smallest class that holds it, within 25% of the
+ * size from 64 bytes to 4 KiB and 12.5% above, and the tables agree. */
 static void test_every_size(void)
 {
     sizeclass_init();
@@ -88,7 +97,7 @@ static void test_every_size(void)
         }
         if (c > 0 && class_size[c - 1] >= n)
             smallest = 0;
-        if (n > 64 && (double)(class_size[c] - n) / (double)n > 0.125)
+        if (n > 64 && (double)(class_size[c] - n) / (double)n > (n <= 4096 ? 0.25 : 0.125))
             waste_ok = 0;
         if (n <= DIRECT_MAX && class_of_direct[(n + 7) >> 3] != c)
             direct_ok = 0;
