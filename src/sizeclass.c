@@ -20,7 +20,7 @@ uint32_t class_block_key[CLASS_COUNT + 2];
 
 void sizeclass_init(void)
 {
-    for (unsigned c = 0; c < 7; c++)
+    for (unsigned c = 0; c < COARSE_FIRST; c++)
         class_size[c] = 16 + 8 * c;
     for (unsigned c = COARSE_FIRST; c < COARSE_FIRST + COARSE_COUNT; c++) {
         uint32_t base = (uint32_t)64 << ((c - COARSE_FIRST) / 4);
