@@ -187,9 +187,9 @@ void *alloc_big(size_t size, bool zero)
 
 void *alloc_slow(size_t size)
 {
-    if (unlikely(size > SMALL_MAX))
+    if (unlikely(size > SMALL_REQUEST_MAX))
         return alloc_big(size, false);
-    return alloc_class_slow(size_class(size), size);
+    return alloc_class_slow(request_class(size), size);
 }
 
 void *realloc_large(void *p, size_t size)

@@ -38,7 +38,7 @@ STRATA_NOINLINE void free_bin_full(struct heap *heap, struct bin *bin);
  * free_slow's. */
 STRATA_NOINLINE void free_elsewhere(void *p);
 
-/* A block from the thread's bin for `size` (at most SMALL_MAX), or NULL
+/* A block from the thread's bin for `size` (at most SMALL_REQUEST_MAX), or NULL
  * when the bin is empty (always, in the secure flavour, whose blocks come
  * from secure_malloc); never calls out, so callers stay leaf functions. */
 static STRATA_ALWAYS_INLINE void *bin_try_pop(size_t size)
@@ -47,18 +47,18 @@ static STRATA_ALWAYS_INLINE void *bin_try_pop(size_t size)
 }
 
 /* A block of `size` from the thread's bin, or NULL when the size is above
- * SMALL_MAX or the bin is empty (always NULL in the secure flavour, whose
- * blocks come from secure_malloc); never calls out, so that a caller with
- * a slow path of its own (operator new's) tail-calls it. Checks: the size
- * is at most SMALL_MAX (the commonest, up to DIRECT_MAX, told apart first
+ * SMALL_REQUEST_MAX or the bin is empty (always NULL in the secure flavour,
+ * whose blocks come from secure_malloc); never calls out, so that a caller
+ * with a slow path of its own (operator new's) tail-calls it. Checks: the
+ * size is at most SMALL_REQUEST_MAX (the commonest, up to DIRECT_MAX, told apart first
  * with one compare, so that the class lookup takes no second branch);
  * bin_pop's. */
 static STRATA_ALWAYS_INLINE void *alloc_pop(size_t size)
 {
     unsigned class_index;
-    if (likely(size <= DIRECT_MAX))
+    if (likely(size <= DIRECT_MAX - SMALL_GUARD_BYTES))
         class_index = small_class(size); /* its DIRECT_MAX test folds away in each arm */
-    else if (likely(size <= SMALL_MAX))
+    else if (likely(size <= SMALL_REQUEST_MAX))
         class_index = small_class(size);
     else
         return NULL;
@@ -77,7 +77,8 @@ static STRATA_ALWAYS_INLINE void *alloc_fast(size_t size)
 
 /* The default flavour's free. Checks: the pointer lies in one of the
  * calling heap's own segments (bin_push_own_segment); bin_push_in_segment's
- * (the start of a block the page has carved, not free already); the
+ * (the start of a block the page has carved, not the lead slot, its guard
+ * word below it intact, not free already); the
  * bin is within its limit. Anything else (a segment not among the heap's
  * own segments yet, NULL, a large block, another thread's block, a pointer
  * strata did not hand out, checked mode) is free_elsewhere's. */

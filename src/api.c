@@ -40,7 +40,7 @@ void *api_calloc(size_t count, size_t size)
     }
     if (STRATA_SECURE_BUILD)
         return secure_calloc(total);
-    if (total > SMALL_MAX)
+    if (total > SMALL_REQUEST_MAX)
         return alloc_big(total, true);
     void *p = alloc_inline(total);
     if (likely(p != NULL))
@@ -63,7 +63,7 @@ size_t api_usable_size(const void *ptr)
         size_t size = small_usable_size(ptr);
         if (unlikely(size == 0))
             report_fatal("malloc_usable_size of a pointer that is not allocated", ptr);
-        if (unlikely(size <= SMALL_MAX && block_is_free(ptr)))
+        if (unlikely(size <= SMALL_REQUEST_MAX && block_is_free(ptr)))
             report_fatal("malloc_usable_size of a free block (a use after free)", ptr);
         return size;
     }
@@ -112,6 +112,10 @@ void *api_realloc(void *ptr, size_t size)
         size_t old_size = small_usable_size(ptr);
         if (unlikely(old_size == 0))
             report_fatal("realloc of a pointer that is not allocated", ptr);
+        /* A free block's two words, as a free reads them: kept in place, a
+         * freed block would be handed out twice. */
+        if (unlikely(old_size <= SMALL_REQUEST_MAX && block_is_free(ptr)))
+            report_fatal("realloc of a free block (a use after free)", ptr);
         /* In place, unless a size that asks for 16-byte alignment would
          * keep a block of a class that only gives 8. */
         if (size <= old_size && size >= old_size / 2 &&
@@ -160,11 +164,12 @@ void *api_aligned_alloc(size_t alignment, size_t size)
         return secure_aligned_alloc(alignment, size);
     if (alignment <= 8)
         return alloc_inline(size);
-    if (size > SMALL_MAX || alignment > SLICE_SIZE)
+    if (size > SMALL_REQUEST_MAX || alignment > SLICE_SIZE)
         return alloc_large(size, alignment, false);
     /* Pages start on slice boundaries, so every block of a class whose size
-     * is a multiple of the alignment is aligned. */
-    unsigned c = size_class(size > alignment ? size : alignment);
+     * is a multiple of the alignment is aligned; its slot holds the size and
+     * the guard word. */
+    unsigned c = request_class(size);
     while (c < CLASS_COUNT && class_size[c] % alignment != 0)
         c++;
     if (c == CLASS_COUNT)

@@ -296,7 +296,7 @@ static void bins_age(struct heap *heap)
 static struct block *bin_fill_from_page(struct heap *heap, struct bin *bin, struct page *page, uint32_t keep)
 {
     struct block *first = block_pop(page);
-    counters_bytes_out((long)page->block_size);
+    counters_bytes_out((long)page_usable(page));
     if (unlikely(strata_options.check))
         return first;
     struct block *taken = page->free;
@@ -320,7 +320,7 @@ static struct block *bin_fill_from_page(struct heap *heap, struct bin *bin, stru
     bin->head = taken;
     bin_set_count(heap, bin, moved);
     counter_set(&page->used, page->used + moved);
-    counters_bytes_out((long)page->block_size * (long)moved);
+    counters_bytes_out((long)page_usable(page) * (long)moved);
     bins_age(heap);
     return first;
 }
@@ -469,7 +469,7 @@ void heap_bin_flush(struct heap *heap, struct bin *bin)
             page_free_block(heap, page_of(segment, block), block);
         else
             own = blocks_to_pages(heap, &block, 1);
-        counters_bytes_out(-(long)own * (long)class_size[c]);
+        counters_bytes_out(-(long)own * (long)(class_size[c] - SMALL_GUARD_BYTES));
         os_lock_give(&heap->lock);
         return;
     }
@@ -521,7 +521,7 @@ static uint32_t bin_trim(struct heap *heap, struct bin *bin, uint32_t keep)
         bin->head = NULL;
     bin_set_count(heap, bin, keep);
     uint32_t own = blocks_to_pages(heap, taken, moved);
-    counters_bytes_out(-(long)own * (long)class_size[bin - heap->bins]);
+    counters_bytes_out(-(long)own * (long)(class_size[bin - heap->bins] - SMALL_GUARD_BYTES));
     return own;
 }
 
@@ -531,7 +531,7 @@ void bins_flush_all(struct heap *heap)
         struct bin *bin = &heap->bins[c];
         struct block *block = bin->head;
         uint32_t count = bin_count(heap, bin);
-        counters_bytes_out(-(long)count * (long)class_size[c]);
+        counters_bytes_out(-(long)count * (long)(class_size[c] - SMALL_GUARD_BYTES));
         bin->head = NULL;
         bin_set_count(heap, bin, 0);
         struct block *taken[BIN_MAX_BLOCKS + 1];
@@ -577,6 +577,13 @@ void heap_free_block(void *p)
     free_unkept(free_segment_page(p), p);
 }
 
+void free_misuse(const void *p, uint64_t key)
+{
+    if (small_guard_broken(p, key))
+        report_guard_overwritten(p);
+    report_fatal("double free", p);
+}
+
 void heap_free_validated(void *p)
 {
     struct heap *heap = thread_heap;
@@ -601,7 +608,7 @@ static STRATA_ALWAYS_INLINE void free_to_owner_from(struct page *page, struct bl
             if (unlikely(!page_carved(page, block)))
                 report_fatal("free of a block that was never allocated", block);
             /* Read before the free: it may release the page and its segment. */
-            long size = (long)page->block_size;
+            long size = (long)page_usable(page);
             os_lock_take(&self->lock);
             page_free_block(self, page, block);
             os_lock_give(&self->lock);
@@ -710,7 +717,7 @@ void heap_collect_remote(struct heap *heap)
              * tail and link read above. */
             uintptr_t taken = atomic_exchange_explicit(page_remote_word(page), 0, memory_order_acq_rel);
             uint32_t count = PAGE_REMOTE_BLOCKS(taken);
-            returned += (long)count * (long)page->block_size;
+            returned += (long)count * (long)page_usable(page);
             page_take_remote(heap, page, PAGE_REMOTE_HEAD(taken), tail, count);
         }
         page = next;

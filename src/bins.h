@@ -13,6 +13,10 @@
 #include "heap.h"
 #include "profile.h"
 
+/* A freed block's misuse, found by bin_push_keyed: the guard word below
+ * it overwritten (for a block of key `key`), else a double free. */
+STRATA_NOINLINE STRATA_COLD _Noreturn void free_misuse(const void *p, uint64_t key);
+
 /* ---- the inline paths ----------------------------------------------------
  * An allocation pops its class's bin, a free pushes onto it; each makes
  * exactly the checks its comment lists and leaves for bins.c (through the
@@ -82,17 +86,29 @@ static inline void *bin_pop_uncounted(struct heap *heap, unsigned class_index)
  * words are not a free block's: block_is_free), which reports a double
  * free at the free that makes it, whichever list holds the block (this
  * bin, a page's free list, a remote list, another thread's bin), since
- * every hand-out clears the check word. The word is tested as computed:
- * read back after its atomic store, it would be loaded again. */
-static STRATA_ALWAYS_INLINE bool bin_push(struct bin *bin, struct block *block)
+ * every hand-out clears the check word; and, for a block of key `key` in
+ * its page (block_key; 0 when the caller has no guard word to check), the
+ * guard word below it (layout.h, small_guard_broken: a write before its
+ * start). Both go to one report (free_misuse), which tells them apart, so
+ * that the free sets up no frame on the path that reports nothing. The
+ * word is tested as computed: read back after its atomic store, it would
+ * be loaded again. */
+static STRATA_ALWAYS_INLINE bool bin_push_keyed(struct bin *bin, struct block *block, uint64_t key)
 {
-    if (unlikely(block_is_free(block)))
-        report_fatal("double free", block);
+    if (unlikely(small_guard_broken(block, key)) || unlikely(block_is_free(block)))
+        free_misuse(block, key);
     block_set_next(block, bin->head);
     bin->head = block;
     uint64_t word = bin->word - 1;
     __atomic_store_n(&bin->word, word, __ATOMIC_RELAXED);
     return (int32_t)(uint32_t)word >= 0;
+}
+
+/* bin_push for a block whose guard word the caller has checked or has
+ * none to check. */
+static STRATA_ALWAYS_INLINE bool bin_push(struct bin *bin, struct block *block)
+{
+    return bin_push_keyed(bin, block, 0);
 }
 
 /* The entry of p's slot in the calling heap's own_segments (heap.h): the
@@ -117,15 +133,20 @@ static STRATA_ALWAYS_INLINE bool own_segment_entry_holds(uintptr_t entry, const 
  * flushes it), or NULL when p is not a block the page has carved (the
  * caller's slow path reports it). Checks: the pointer is the start of a
  * block the page has carved (the key of its offset below the slice's
- * carved key: anything else never reaches a list); bin_push's. */
+ * carved key and not the lead slot's 0: anything else never reaches a
+ * list); bin_push_keyed's (the guard word below it, and a free block's
+ * two words). */
 static STRATA_ALWAYS_INLINE struct bin *bin_push_in_segment(struct heap *heap, struct segment *segment, void *p,
                                                             bool *full)
 {
     uint32_t offset = (uint32_t)((uintptr_t)p & SEGMENT_MASK);
     const struct slice *slice = &segment->slices[offset >> SLICE_SHIFT];
-    if (likely(slice_holds_block(slice, offset))) {
+    uint64_t key = slice_block_key(slice, offset);
+    if (likely(key < slice->carved_key)) {
+        if (unlikely(key == 0)) /* the page's lead slot: no block */
+            return NULL;
         struct bin *bin = &heap->bins[slice->class_index];
-        *full = bin_push(bin, p);
+        *full = bin_push_keyed(bin, p, key);
         return bin;
     }
     return NULL;
@@ -181,7 +202,7 @@ static STRATA_ALWAYS_INLINE struct bin *bin_push_own(struct heap *heap, void *p,
 /* The slice of p when p is another heap's carved small block (`owner`,
  * the segment's owner word, is not the heap's): the slice's class is a
  * small one and its carved key covers p (slice_holds_block_any_thread);
- * NULL otherwise. */
+ * NULL otherwise. Its guard word is checked (small_guard_check). */
 static STRATA_ALWAYS_INLINE const struct slice *foreign_carved_slice(const struct heap *self,
                                                                      struct segment *segment, const void *p,
                                                                      uintptr_t owner)
@@ -191,6 +212,7 @@ static STRATA_ALWAYS_INLINE const struct slice *foreign_carved_slice(const struc
     if (unlikely(slice->class_index >= CLASS_COUNT || owner == self->owner_word ||
                  !slice_holds_block_any_thread(slice, offset)))
         return NULL;
+    small_guard_check(p, slice_block_key(slice, offset));
     return slice;
 }
 

@@ -2,9 +2,10 @@
  * for the files that carve, quarantine and check blocks: the zeros a free
  * block holds, the canary after a live block's end, and the state that
  * says where that end is (layout.h, block_state). Pure inline helpers over
- * layout.h; in the default flavour only a medium block's guard word and
- * canary (both flavours have them; the secure flavour makes no medium
- * block) are written and checked.
+ * layout.h; in the default flavour only the guard word below each small
+ * block (guard_set, its value layout.h's small_guard_word) and a medium
+ * block's guard word and canary (both flavours have them; the secure
+ * flavour makes no medium block) are written and checked.
  *
  * A handed-out small block's usable end (block_end: the size asked, or
  * nearer its slot's end when the slack is too long for a state) holds
@@ -63,17 +64,38 @@ static inline struct block_keys keys_of(const void *p)
 }
 
 /* The guard word in the 8 bytes before a small block: the last word of the
- * slot before it in its page, or, before a page's first slot, the last
- * word of the page or state region below, written when that slot is carved
- * or that page or region made, and never written again while they are in
- * use (a free zeroes its slot but for it). A write before a block's start
- * changes it, and the block's free finds it (secure.c). */
+ * slot before it in its page (the page's lead slot for its first block,
+ * layout.h, PAGE_LEAD_SLOTS), written when the blocks are carved and never
+ * again while the page is in use (a secure free zeroes its slot but for
+ * it). A write before a block's start changes it, and the block's free
+ * finds it (secure.c; the default flavour's word and check: layout.h,
+ * small_guard_word). */
 static inline void guard_set(void *next)
 {
-    if (!secure_has(SECURE_CANARY))
+    uint64_t guard;
+    if (!STRATA_SECURE_BUILD)
+        guard = small_guard_word(next); /* the default flavour's (layout.h) */
+    else if (secure_has(SECURE_CANARY))
+        guard = keys_of(next).guard;
+    else
         return;
-    uint64_t guard = keys_of(next).guard;
-    memcpy((char *)next - SECURE_GUARD_BYTES, &guard, sizeof guard);
+    memcpy((char *)next - sizeof guard, &guard, sizeof guard);
+}
+
+/* Whether the guard word guard_set wrote below p is as written (true where
+ * the flavour writes none). */
+static inline bool guard_word_intact(const void *next)
+{
+    uint64_t guard;
+    if (!STRATA_SECURE_BUILD)
+        guard = small_guard_word(next);
+    else if (secure_has(SECURE_CANARY))
+        guard = keys_of(next).guard;
+    else
+        return true;
+    uint64_t word;
+    memcpy(&word, (const char *)next - sizeof word, sizeof word);
+    return word == guard;
 }
 
 static inline bool guard_intact(const void *p, const struct block_keys *keys)

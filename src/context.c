@@ -404,7 +404,7 @@ static STRATA_NOINLINE void *ctx_alloc_slow(struct ctx *parent, size_t n)
 STRATA_EXPORT void *strata_ctx_alloc_slow(const void *parent, size_t n)
 {
     struct ctx *p = ctx_or_root(parent);
-    if (likely(n <= SMALL_MAX - CTX_HEADER) && likely(p == NULL || (p->pool == NULL && p->limit == NULL))) {
+    if (likely(n <= SMALL_REQUEST_MAX - CTX_HEADER) && likely(p == NULL || (p->pool == NULL && p->limit == NULL))) {
         struct ctx *c = bin_try_pop(extent_of(n));
         if (likely(c != NULL)) {
             header_init(c, p, n, NULL, 0);

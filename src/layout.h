@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "options.h"
 #include "os.h"
@@ -116,6 +117,13 @@ _Static_assert(MEDIUM_MAX_SLICES < SLICES_PER_SEGMENT, "a medium page fits a seg
  * carved a few at a time. */
 #define PAGE_CARVE_BYTES 4096
 #define PAGE_CARVE_MIN_BLOCKS 4
+/* A small page's first slot holds no block: its last word is the guard of
+ * the page's first block (block_guards.h, guard_set), so that every block,
+ * the first included, has its guard word in its own page (the word below a
+ * page lies in whatever is below it: a closed or purged slice, another
+ * page's block, the segment's header). Its key is 0 (slice_block_start):
+ * a free of it is reported as of a pointer that starts no block. */
+#define PAGE_LEAD_SLOTS 1u
 #define PAGE_CARVE_MAX_BYTES 16384
 
 /* A free block, on any list (a bin, a page's free list, a remote list):
@@ -186,6 +194,27 @@ static inline void block_take(struct block *b)
     b->check = 0;
 }
 
+/* The default flavour's guard word before a small block: the last word of
+ * the slot below it (SMALL_GUARD_BYTES, which no block's usable size
+ * covers), its address keyed with a secret. The carve writes it (segment.c,
+ * guard_set) and nothing writes it again while the page is in use, so a
+ * write below a block's start (an underflow, or an overflow of the block
+ * below past its usable size) changes it, and the block's free reports it.
+ * A page's first block has none to check: the word below it belongs to
+ * whatever lies below the page, which may be closed or given back. The
+ * secure flavour keys its own (block_guards.h). */
+static inline uintptr_t small_guard_word(const void *p)
+{
+    return (uintptr_t)p ^ block_secret.guard;
+}
+
+static inline bool small_guard_intact(const void *p)
+{
+    uintptr_t word;
+    memcpy(&word, (const char *)p - sizeof word, sizeof word);
+    return word == small_guard_word(p);
+}
+
 /* A count its owner alone changes and statistics read from other threads
  * (a bin's count, a page's used blocks): the owner writes it with this,
  * readers load it relaxed, so that no one reads a torn value and the
@@ -229,6 +258,22 @@ struct page {
     struct page *remote_next;
 };
 #define PAGE_TOUCHED_ALL UINT32_MAX
+
+/* The bytes a block of the page gives its program (what the statistics
+ * count as allocated): a small block's slot short of its guard word, a
+ * medium block's usable size. */
+static inline size_t page_usable(const struct page *page)
+{
+    return page->class_index == CLASS_MEDIUM ? page->block_size : page->block_size - SMALL_GUARD_BYTES;
+}
+
+/* Where a page's blocks begin: a small page's after its lead slot
+ * (PAGE_LEAD_SLOTS), a medium page's at its start (its one block lies
+ * MEDIUM_HEAD bytes in, within its block_size). */
+static inline char *page_blocks(const struct page *page)
+{
+    return page->class_index == CLASS_MEDIUM ? page->start : page->start + PAGE_LEAD_SLOTS * page->block_size;
+}
 _Static_assert(SLICE_SIZE / 16 <= UINT16_MAX, "a one-slice page's count of 16-byte blocks fits reserved");
 
 /* A medium block's usable size for `size` bytes asked, the bytes of its
@@ -282,11 +327,20 @@ static inline uint32_t slice_page_offset(const struct slice *slice, uint32_t off
     return offset - ((uint32_t)slice->page_slice << SLICE_SHIFT);
 }
 
+/* The key of the pointer at `offset` in the segment, in this slice: i + 1
+ * times the class's block key for the page's block i (the lead slot's is
+ * 0), else no multiple of it (sizeclass.h). */
+static inline uint64_t slice_block_key(const struct slice *slice, uint32_t offset)
+{
+    return block_key(slice->multiplier, slice_page_offset(slice, offset));
+}
+
 /* Whether `in_page`, an offset in a page of the slice's small class, is the
  * start of one of the blocks the page holds, carved or not. */
 static inline bool slice_block_start(const struct slice *slice, const struct page *page, uint32_t in_page)
 {
-    return block_key(slice->multiplier, in_page) < page->reserved * class_block_key[slice->class_index];
+    uint64_t key = block_key(slice->multiplier, in_page);
+    return key != 0 && key < (page->reserved + PAGE_LEAD_SLOTS) * class_block_key[slice->class_index];
 }
 
 /* Whether the pointer at `offset` in the segment, in this slice, is the
@@ -294,7 +348,24 @@ static inline bool slice_block_start(const struct slice *slice, const struct pag
  * key's one writer). */
 static inline bool slice_holds_block(const struct slice *slice, uint32_t offset)
 {
-    return block_key(slice->multiplier, slice_page_offset(slice, offset)) < slice->carved_key;
+    uint64_t key = slice_block_key(slice, offset);
+    return key != 0 && key < slice->carved_key;
+}
+
+/* Whether a freed small block's guard word (small_guard_word) is
+ * overwritten, for a block whose offset in its page has key `key`
+ * (slice_block_key; 0 where the caller has no guard to check). The default
+ * flavour's; the secure flavour checks its own. */
+static STRATA_ALWAYS_INLINE bool small_guard_broken(const void *p, uint64_t key)
+{
+    return SMALL_GUARD_BYTES != 0 && likely(key != 0) && !small_guard_intact(p);
+}
+
+/* small_guard_broken's answer reported, for the slow paths. */
+static inline void small_guard_check(const void *p, uint64_t key)
+{
+    if (unlikely(small_guard_broken(p, key)))
+        report_guard_overwritten(p);
 }
 
 /* The same, asked by any thread: by one the program handed the block, the
@@ -303,7 +374,8 @@ static inline bool slice_holds_block(const struct slice *slice, uint32_t offset)
  * load costs it three instructions of address arithmetic.) */
 static inline bool slice_holds_block_any_thread(const struct slice *slice, uint32_t offset)
 {
-    return block_key(slice->multiplier, slice_page_offset(slice, offset)) <
+    uint64_t key = slice_block_key(slice, offset);
+    return key != 0 && key <
            __atomic_load_n(&slice->carved_key, __ATOMIC_RELAXED);
 }
 
@@ -509,7 +581,7 @@ static STRATA_ALWAYS_INLINE uint16_t *block_state(const void *p, size_t slot)
  * anyone while no owner can carve, may ask. */
 static inline bool page_carved(const struct page *page, const void *p)
 {
-    return (size_t)((const char *)p - page->start) < (size_t)page->capacity * page->block_size;
+    return (size_t)((const char *)p - page_blocks(page)) < (size_t)page->capacity * page->block_size;
 }
 
 /* For a thread that does not own the page: true only when the block has
@@ -518,20 +590,25 @@ static inline bool page_carved(const struct page *page, const void *p)
 static inline bool page_surely_carved(const struct page *page, const void *p)
 {
     uint32_t capacity = __atomic_load_n(&page->capacity, __ATOMIC_RELAXED);
-    return (size_t)((const char *)p - page->start) < (size_t)capacity * page->block_size;
+    return (size_t)((const char *)p - page_blocks(page)) < (size_t)capacity * page->block_size;
 }
 
-/* The usable size of a block in a segment, 0 when its page holds no class
- * (inline: realloc asks it at every step of a string grown in place, and
- * redis at every allocation and free). A small block's is its slice's
- * class's size: the slice's line, which its free reads too, and no page
+/* The usable size of a block in a segment, 0 when p starts no block its
+ * page has carved (inline: realloc asks it at every step of a string grown
+ * in place, and redis at every allocation and free). A small block's is
+ * its slice's class's size short of the guard word, p's key checked as a
+ * free checks it: the slice's line, which its free reads too, and no page
  * header; a medium block's, or none, is its page's. */
 static inline size_t small_usable_size(const void *p)
 {
     struct segment *segment = segment_of(p);
-    unsigned class_index = segment->slices[slice_of(p)].class_index;
-    if (likely(class_index < CLASS_COUNT))
-        return class_size[class_index];
+    const struct slice *slice = &segment->slices[slice_of(p)];
+    unsigned class_index = slice->class_index;
+    if (likely(class_index < CLASS_COUNT)) {
+        if (unlikely(!slice_holds_block_any_thread(slice, (uint32_t)((uintptr_t)p & SEGMENT_MASK))))
+            return 0; /* inside a block, or in the lead slot */
+        return class_size[class_index] - SMALL_GUARD_BYTES;
+    }
     struct page *page = page_of(segment, p);
     if (class_index != CLASS_MEDIUM || !page->in_use || (const char *)p != medium_block(page))
         return 0; /* a free slice, or inside a medium block */

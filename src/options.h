@@ -66,6 +66,7 @@ static inline bool purger_gives_back_later(void)
 struct block_secrets {
     uintptr_t link, check;
     uintptr_t address, canary, size;
+    uintptr_t guard; /* the default flavour's small guard words (layout.h) */
 };
 extern STRATA_INTERNAL struct block_secrets block_secret;
 /* How the library names itself where it says what it is: the version, then

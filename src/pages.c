@@ -199,7 +199,8 @@ void heap_page_spent(struct heap *heap, struct page *page)
     size_t pages = (size_t)page->capacity * page->block_size / os_page_size();
     if (pages > OS_RESIDENT_MAX_PAGES)
         pages = OS_RESIDENT_MAX_PAGES;
-    size_t resident = os_resident_pages(page->start, pages * os_page_size());
+    char *blocks = (char *)((uintptr_t)page_blocks(page) & ~(uintptr_t)(os_page_size() - 1));
+    size_t resident = os_resident_pages(blocks, pages * os_page_size());
     if (resident != SIZE_MAX)
         heap->populate_whole[c] = resident * 8 >= pages * DENSE_EIGHTHS;
 }
@@ -323,8 +324,8 @@ size_t free_list_length(const struct block *block, size_t bound, const struct bl
 
 bool page_contains(const struct page *page, const void *p)
 {
-    size_t offset = (size_t)((const char *)p - page->start);
-    return (const char *)p >= page->start && offset % page->block_size == 0 &&
+    size_t offset = (size_t)((const char *)p - page_blocks(page));
+    return (const char *)p >= page_blocks(page) && offset % page->block_size == 0 &&
            offset / page->block_size < page->capacity;
 }
 

@@ -28,6 +28,11 @@ void report_warning(const char *what, const void *address)
     report("warning", what, address);
 }
 
+_Noreturn void report_guard_overwritten(const void *address)
+{
+    report_fatal("write before the start of a block (the guard word before it is overwritten)", address);
+}
+
 _Noreturn void report_assert(const char *file, int line, const char *expression,
                              const char *format, ...)
 {

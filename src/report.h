@@ -7,6 +7,8 @@
 
 STRATA_COLD _Noreturn void report_fatal(const char *what, const void *address);
 STRATA_COLD void report_warning(const char *what, const void *address);
+/* A small block's guard word is overwritten (layout.h, small_guard_word). */
+STRATA_COLD _Noreturn void report_guard_overwritten(const void *address);
 /* A broken invariant in the debug build: file, line, expression, values. */
 STRATA_COLD _Noreturn void report_assert(const char *file, int line, const char *expression,
                                          const char *format, ...) STRATA_PRINTF(4, 5);

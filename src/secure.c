@@ -149,21 +149,6 @@ static size_t small_slot(const void *p, unsigned *own_class)
     return page->class_index < CLASS_COUNT ? page->block_size : 0;
 }
 
-/* Whether the word before a small block at p is a guard its free may
- * check: p is not its page's first slot (the slot before is carved, its
- * last word written then), or the page lies right above the block states,
- * whose last word was written when the segment was made and stays. The
- * first slot of a page above another page is not checked: the purger may
- * give that page back while its owner sleeps, and a free by the waking
- * owner would read a word gone back to the OS (zero, or a closed slice). */
-static bool front_guarded(const void *p, size_t slot)
-{
-    const struct segment *segment = segment_of(p);
-    uint32_t offset = (uint32_t)((uintptr_t)p & SEGMENT_MASK);
-    const struct slice *slice = &segment->slices[offset >> SLICE_SHIFT];
-    return slice_page_offset(slice, offset) >= slot || (unsigned)slice->page_slice - 1 == STATE_SLICES;
-}
-
 /* A live block's usable size (its end: a large block's size asked, a small
  * one's block_end), its slot in *slot; misuse (a pointer strata did not
  * hand out, a free block, an overflow) is reported. */
@@ -212,7 +197,7 @@ void secure_free(void *p)
     *state = 0;
     struct block_keys keys = keys_of(p);
     canary_check(p, end, &keys);
-    if (secure_has(SECURE_CANARY) && front_guarded(p, slot) && unlikely(!guard_intact(p, &keys)))
+    if (secure_has(SECURE_CANARY) && unlikely(!guard_intact(p, &keys)))
         report_fatal("write before the start of a block (the guard word before it is overwritten)", p);
     if (secure_has(SECURE_ZERO))
         memset(p, 0, slot - SECURE_GUARD_BYTES);

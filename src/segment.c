@@ -82,8 +82,8 @@ static void slices_carved(struct page *page)
 {
     struct segment *segment = segment_of(page->start);
     uint32_t start = (uint32_t)((uintptr_t)page->start & SEGMENT_MASK);
-    uint32_t end = start + page->capacity * page->block_size;
-    uint32_t key = page->capacity * class_block_key[page->class_index];
+    uint32_t end = start + (page->capacity + PAGE_LEAD_SLOTS) * page->block_size;
+    uint32_t key = (page->capacity + PAGE_LEAD_SLOTS) * class_block_key[page->class_index];
     for (uint32_t k = start >> SLICE_SHIFT; k << SLICE_SHIFT < end; k++)
         __atomic_store_n(&segment->slices[k].carved_key, key, __ATOMIC_RELAXED);
 }
@@ -327,8 +327,6 @@ static struct segment *segment_new(struct heap *heap)
     }
     strata_assert(segment == segment_of(segment));
     memset(segment, 0, sizeof *segment);
-    /* The guard of a page's first slot right after the states. */
-    guard_set(segment_base(segment) + (1 + STATE_SLICES) * SLICE_SIZE);
     slices_name(segment, 0, SLICES_PER_SEGMENT, CLASS_NONE, 0);
     segment->free_mask = ALL_DATA_SLICES;
     if (dense) {
@@ -423,7 +421,7 @@ size_t class_slices(unsigned class_index)
     size_t size = class_size[class_index];
     if (size <= SLICE_SIZE / 8)
         return 1;
-    size_t least = (size * 4 + SLICE_SIZE - 1) / SLICE_SIZE, best = least;
+    size_t least = (size * (4 + PAGE_LEAD_SLOTS) + SLICE_SIZE - 1) / SLICE_SIZE, best = least;
     for (size_t slices = least + 1; slices <= least + 3; slices++)
         if (page_tail_units(size, slices) * best < page_tail_units(size, best) * slices)
             best = slices;
@@ -514,11 +512,8 @@ struct page *page_new(struct heap *heap, unsigned class_index, bool may_map)
     if (page == NULL)
         return NULL;
     page->block_size = class_size[class_index];
-    page->reserved = (uint16_t)(length * SLICE_SIZE / page->block_size);
+    page->reserved = (uint16_t)(length * SLICE_SIZE / page->block_size - PAGE_LEAD_SLOTS);
     strata_assert_cmp(page->reserved, >=, PAGE_CARVE_MIN_BLOCKS);
-    /* The guard of the first slot of a page above: the page's last word,
-     * its last slot's own once carved, else never carved. */
-    guard_set(page->start + length * SLICE_SIZE);
     return page;
 }
 
@@ -546,7 +541,7 @@ static void medium_tail_uncharge(struct segment *segment, const char *start, siz
 
 struct page *page_new_medium(struct heap *heap, size_t size)
 {
-    strata_assert(size > SMALL_MAX && size <= MEDIUM_MAX);
+    strata_assert(size > SMALL_REQUEST_MAX && size <= MEDIUM_MAX);
     strata_assert(!STRATA_SECURE_BUILD); /* its pages have 47 slices: it maps blocks above SMALL_MAX */
     size_t usable = medium_usable(size);
     size_t length = medium_slices(usable);
@@ -672,24 +667,29 @@ size_t page_medium_claim(struct page *page, size_t length, char **from)
 static void carve_populate(struct page *page, char *first, size_t count, size_t size)
 {
     uintptr_t os_page = os_page_size(), start = (uintptr_t)first;
+    const uintptr_t guard = sizeof(uint64_t); /* the guard word below each block, written by the carve */
     bool zeroed = secure_has(SECURE_ZERO);
     if (page->touched == PAGE_TOUCHED_ALL)
         return;
     if (size <= os_page || zeroed || page->populate_whole) {
         uintptr_t end = start + count * size;
-        populate_past_touched(page, start & ~(os_page - 1), (end + os_page - 1) & ~(os_page - 1));
+        populate_past_touched(page, (start - guard) & ~(os_page - 1), (end + os_page - 1) & ~(os_page - 1));
         return;
     }
     /* A run of adjacent head pages a call (blocks under two pages have
-     * their heads on every page or every other one). */
-    uintptr_t from = start & ~(os_page - 1), to = from + os_page;
-    for (size_t i = 1; i < count; i++) {
-        uintptr_t head = (start + i * size) & ~(os_page - 1);
-        if (head != to) {
+     * their heads on every page or every other one), with the pages of the
+     * guard words below each head and after the last block. */
+    uintptr_t from = (start - guard) & ~(os_page - 1), to = (start & ~(os_page - 1)) + os_page;
+    for (size_t i = 1; i <= count; i++) {
+        uintptr_t next = start + i * size;
+        uintptr_t low = (next - guard) & ~(os_page - 1);
+        uintptr_t high = ((i < count ? next : next - guard) & ~(os_page - 1)) + os_page;
+        if (low > to) {
             populate_past_touched(page, from, to);
-            from = head;
+            from = low;
         }
-        to = head + os_page;
+        if (high > to)
+            to = high;
     }
     populate_past_touched(page, from, to);
 }
@@ -701,13 +701,16 @@ static STRATA_NOINLINE bool page_carve(struct page *page)
     size_t count = carve_count(size);
     if (count > page->reserved - page->capacity)
         count = page->reserved - page->capacity;
-    if (os_limited() && !prefix_charge(segment_of(page->start), page->start, (size_t)(page->capacity + count) * size))
+    if (os_limited() && !prefix_charge(segment_of(page->start), page->start,
+                                       (size_t)(page->capacity + count + PAGE_LEAD_SLOTS) * size))
         return false;
-    char *first = page->start + (size_t)page->capacity * size;
+    char *first = page_blocks(page) + (size_t)page->capacity * size;
     carve_populate(page, first, count, size);
     if (secure_has(SECURE_ZERO)) /* every block a thread pops reads as zero */
         memset(first, 0, count * size);
-    for (size_t i = 1; i <= count; i++) /* each slot's last word guards the next (block_guards.h) */
+    /* Each slot's last word guards the next (block_guards.h), the lead
+     * slot's the page's first block. */
+    for (size_t i = 0; i <= count; i++)
         guard_set(first + i * size);
     if (secure_has(SECURE_RANDOM) && count > 1) {
         carve_shuffled(page, first, count);
@@ -723,7 +726,8 @@ static STRATA_NOINLINE bool page_carve(struct page *page)
     __atomic_store_n(&page->capacity, page->capacity + (uint32_t)count, __ATOMIC_RELAXED);
     slices_carved(page);
     strata_assert_cmp(page->capacity, <=, page->reserved);
-    strata_assert_cmp((size_t)page->capacity * page->block_size, <=, (size_t)page->slice_count * SLICE_SIZE);
+    strata_assert_cmp((size_t)(page->capacity + PAGE_LEAD_SLOTS) * page->block_size, <=,
+                      (size_t)page->slice_count * SLICE_SIZE);
     return true;
 }
 
@@ -915,7 +919,7 @@ bool abandoned_free_block(struct page *page, struct block *block)
     strata_assert_cmp(page->used, >, 0);
     block_set_next(block, page->free);
     page->free = block;
-    counters_bytes_out(-(long)page->block_size);
+    counters_bytes_out(-(long)page_usable(page));
     bool aging = false;
     if (--page->used == 0) {
         purge = page_forget(segment, page);
@@ -1137,8 +1141,10 @@ const char *segment_check(const struct segment *s, uintptr_t owner_word)
                 return BROKEN("segment %p: slice %u names page %u class %u, not page %u class %u",
                               (const void *)s, k, s->slices[k].page_slice, s->slices[k].class_index,
                               i, page->class_index);
-        size_t carved_end = (size_t)i * SLICE_SIZE + (size_t)page->capacity * page->block_size;
-        uint32_t key = page->capacity * class_block_key[page->class_index];
+        /* A small page's carved blocks lie after its lead slot. */
+        unsigned lead = page->class_index < CLASS_COUNT && page->capacity != 0 ? PAGE_LEAD_SLOTS : 0;
+        size_t carved_end = (size_t)i * SLICE_SIZE + (size_t)(page->capacity + lead) * page->block_size;
+        uint32_t key = (page->capacity + lead) * class_block_key[page->class_index];
         for (unsigned k = i; k < i + page->slice_count; k++) {
             uint32_t want = (size_t)k * SLICE_SIZE < carved_end ? key : 0;
             if (s->slices[k].carved_key != want || s->slices[k].multiplier != class_multiplier[page->class_index])
@@ -1149,7 +1155,7 @@ const char *segment_check(const struct segment *s, uintptr_t owner_word)
         /* Under a limit, what the page has carved, or a medium page holds,
          * is charged. */
         size_t held = page->class_index == CLASS_MEDIUM ? medium_reach(page->block_size)
-                                                        : (size_t)page->capacity * page->block_size;
+                                                        : (size_t)(page->capacity + lead) * page->block_size;
         for (unsigned k = i; os_limited() && k < i + page->slice_count; k++) {
             size_t from = (size_t)(k - i) * SLICE_SIZE;
             size_t need = held <= from ? 0 : held - from >= SLICE_SIZE ? SLICE_SIZE : held - from;
@@ -1160,6 +1166,14 @@ const char *segment_check(const struct segment *s, uintptr_t owner_word)
         if (page->used > page->capacity || page->capacity > page->reserved)
             return BROKEN("page %p: used %u, capacity %u, reserved %u", (const void *)page,
                           page->used, page->capacity, page->reserved);
+        /* Every carved block's guard word, and the one after the last, as
+         * the carve wrote them (block_guards.h). */
+        for (uint32_t b = 0; lead != 0 && b <= page->capacity; b++) {
+            const char *block = page_blocks(page) + (size_t)b * page->block_size;
+            if (!guard_word_intact(block))
+                return BROKEN("page %p: the guard word below %p is overwritten (a write before a block's start)",
+                              (const void *)page, (const void *)block);
+        }
         if (page->class_index == CLASS_MEDIUM
                 ? medium_slices(page->block_size) != page->slice_count || page->block_size % 16 != 0 ||
                       page->reserved != 1 || page->slice_count > MEDIUM_MAX_SLICES
@@ -1210,5 +1224,7 @@ struct page *free_segment_page(void *p)
         report_fatal("free of a pointer that is not the start of a block", p);
     if (class_index == CLASS_MEDIUM)
         medium_guards_check(page);
+    else if (page_surely_carved(page, p)) /* one never carved is reported later, as such */
+        small_guard_check(p, block_key(slice->multiplier, in_page));
     return page;
 }

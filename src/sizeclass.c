@@ -37,8 +37,10 @@ void sizeclass_init(void)
         class_multiplier[c] = UINT64_MAX / size + 1 + power_of_two; /* floor(2^64 / size) + 1 */
         class_block_key[c] = (uint32_t)(class_size[c] * class_multiplier[c]);
     }
+    /* Indexed by a request with its guard word: each entry serves those
+     * up to its own size. */
     for (size_t i = 0; i < DIRECT_COUNT; i++)
-        class_of_direct[i] = (uint8_t)size_class(i * 8);
+        class_of_direct[i] = (uint8_t)slot_class(i * 8);
     for (size_t i = 0; i < MEDIUM_COUNT; i++)
         class_of_medium[i] = (uint8_t)size_class(i << MEDIUM_STEP_SHIFT);
 }

@@ -54,7 +54,7 @@ static inline uint64_t block_key(uint64_t multiplier, uint32_t offset)
 
 static inline unsigned size_class(size_t size)
 {
-    if (size <= 64) /* malloc(0) is 16 bytes, 16-aligned, as glibc's */
+    if (size <= 64) /* 16 bytes at least: a free block's two words */
         return size <= 16 ? 0 : (unsigned)((size - 9) >> 3);
     unsigned top = 63 - (unsigned)__builtin_clzll((unsigned long long)(size - 1));
     if (size <= COARSE_MAX) {
@@ -65,12 +65,47 @@ static inline unsigned size_class(size_t size)
     return COARSE_FIRST + COARSE_COUNT + (top - 12) * 8 + within;
 }
 
-/* size_class for a small size (at most SMALL_MAX), by table. */
+/* The word at the end of each small slot that guards the slot above it
+ * (block_guards.h): the default flavour's slots hold it past the request;
+ * the secure flavour counts it in a tail of its own (SECURE_TAIL_SMALL). */
+#define SMALL_GUARD_BYTES ((size_t)(STRATA_SECURE_BUILD ? 0 : 8))
+/* The largest request a small class serves; above it, a medium or large
+ * block. */
+#define SMALL_REQUEST_MAX (SMALL_MAX - SMALL_GUARD_BYTES)
+
+/* The class of the slots of a direct table entry, whose requests with
+ * their guard words take up to `want` bytes (a multiple of 8): at least a
+ * free block's two words before the guard, and, where one of them is a
+ * multiple of 16 (want is 8 more than a multiple of 16; malloc(0)'s too,
+ * as glibc's), a class that is too, so that its blocks are 16-aligned. */
+static inline unsigned slot_class(size_t want)
+{
+    if (SMALL_GUARD_BYTES != 0) {
+        bool aligned = (want & 15) == SMALL_GUARD_BYTES;
+        if (want < 16 + SMALL_GUARD_BYTES)
+            want = 16 + SMALL_GUARD_BYTES;
+        if (aligned)
+            want = (want + 15) & ~(size_t)15;
+    }
+    return size_class(want);
+}
+
+/* The class of a request of `size` bytes (at most SMALL_REQUEST_MAX): its
+ * slot holds the size and the guard word after it. What small_class's
+ * tables hold: above DIRECT_MAX every class is a multiple of 128. */
+static inline unsigned request_class(size_t size)
+{
+    size_t want = size + SMALL_GUARD_BYTES;
+    return want <= DIRECT_MAX ? slot_class((want + 7) & ~(size_t)7) : size_class(want);
+}
+
+/* request_class by table, indexed by the request with its guard word. */
 static inline unsigned small_class(size_t size)
 {
-    if (size <= DIRECT_MAX)
-        return class_of_direct[(size + 7) >> 3];
-    return class_of_medium[(size + ((size_t)1 << MEDIUM_STEP_SHIFT) - 1) >> MEDIUM_STEP_SHIFT];
+    size_t want = size + SMALL_GUARD_BYTES;
+    if (want <= DIRECT_MAX)
+        return class_of_direct[(want + 7) >> 3];
+    return class_of_medium[(want + ((size_t)1 << MEDIUM_STEP_SHIFT) - 1) >> MEDIUM_STEP_SHIFT];
 }
 
 #endif /* STRATA_SIZECLASS_H */

@@ -20,11 +20,13 @@
 
 #define MIB ((size_t)1 << 20)
 
-/* Small blocks of one size: 64 bytes, or 112 in the secure flavour, whose
- * 8-byte canary and 8-byte guard word would put a 64-byte block in an
- * 80-byte slot and a 48-byte one in a 64-byte slot, a quarter of it theirs
- * (docs/safety.md); 112 bytes fill a 128-byte slot but for an eighth. */
-#define SMALL_SIZE (TEST_SECURE ? 112 : 64)
+/* Small blocks of one size: 72 bytes, or 112 in the secure flavour. Each
+ * slot keeps an 8-byte guard word (and, in the secure flavour, an 8-byte
+ * canary): a 64-byte block takes an 80-byte slot, a fifth of it the
+ * guard's and the rounding's (docs/safety.md); 72 bytes fill an 80-byte
+ * slot but for the guard, 112 a 128-byte one but for an eighth, so that
+ * the fill measures the limit, not the classes. */
+#define SMALL_SIZE (TEST_SECURE ? 112 : 72)
 
 /* The blocks of a fill, linked through their first word, their size in
  * the second; each ends in a byte made from its size, checked when it is

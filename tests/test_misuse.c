@@ -317,6 +317,41 @@ static int medium_underflow(void)
     return 0;
 }
 
+static int small_underflow(void)
+{
+    char *p = m_malloc(64);
+    say_address(p);
+    *(volatile char *)(p - 1) ^= 0x5a;
+    m_free(p);
+    return 0;
+}
+
+/* The lowest of a class's first blocks: its page's first, whose guard
+ * word lies in the page's lead slot. */
+static int small_underflow_first(void)
+{
+    enum { COUNT = 64 };
+    char *block[COUNT], *lowest = NULL;
+    for (int i = 0; i < COUNT; i++) {
+        block[i] = m_malloc(4000);
+        if (lowest == NULL || block[i] < lowest)
+            lowest = block[i];
+    }
+    say_address(lowest);
+    memset(lowest - 32, 'U', 32);
+    m_free(lowest);
+    return 0;
+}
+
+static int small_underflow_remote(void)
+{
+    char *p = m_malloc(200);
+    say_address(p);
+    memset(p - 16, 'U', 16);
+    free_from_thread(p);
+    return 0;
+}
+
 static int medium_overflow(void)
 {
     char *p = m_malloc(1 << 20);
@@ -478,6 +513,9 @@ static const struct misuse misuses[] = {
     {{"zero-size-double", zero_size_double}, "`malloc(0)`'s block freed twice", "double free"},
     {{"medium-double", medium_double}, "a medium block (1 MiB) freed twice", "double free"},
     {{"large-double", large_double}, "a large block (8 MiB) freed twice", "double free"},
+    {{"small-underflow", small_underflow}, "a byte written before a small block (64 bytes), then its free", "write before the start of a block"},
+    {{"small-underflow-first", small_underflow_first}, "32 bytes written before its page's first block (4000 bytes), then its free", "write before the start of a block"},
+    {{"small-underflow-remote", small_underflow_remote}, NULL, "write before the start of a block"},
     {{"medium-underflow", medium_underflow}, "a byte written before a medium block (1 MiB), then its free", "write before the start of a block"},
     {{"medium-overflow", medium_overflow}, "a byte written past a medium block's size (1 MiB), then its free", "write past the end of a block"},
     {{"medium-underflow-remote", medium_underflow_remote}, NULL, "write before the start of a block"},

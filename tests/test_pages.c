@@ -36,7 +36,7 @@ static void *free_and_reuse_elsewhere(void *arg)
 {
     struct foreign_probe *probe = arg;
     strata_free(strata_malloc(16)); /* this thread's heap exists from here */
-    unsigned c = size_class(2000);
+    unsigned c = request_class(2000);
     strata_free(probe->block);
     probe->cached = thread_heap->bins[c].head == probe->block;
     probe->sound = heap_check(thread_heap) == NULL;
@@ -59,7 +59,7 @@ static int corrupt_current_page(void)
 {
     void *p = strata_malloc(48);
     struct heap *heap = thread_heap;
-    unsigned c48 = size_class(48);
+    unsigned c48 = request_class(48);
     struct page *page = page_of(segment_of(p), p);
     page->capacity++; /* one block more than its lists and bins hold */
     size_t drain = bin_count(heap, &heap->bins[c48]) + 1;
@@ -76,7 +76,7 @@ static int corrupt_current_page(void)
  * be both kept in the bin and given back to its page. */
 static int loop_at_flush(void)
 {
-    unsigned c48 = size_class(48);
+    unsigned c48 = request_class(48);
     (void)strata_malloc(48); /* a heap, a page and a refilled bin */
     struct heap *heap = thread_heap;
     struct bin *bin = &heap->bins[c48];
@@ -166,7 +166,7 @@ static void test_adaptive_bins(void)
         held[i] = strata_malloc(128 << 10);
     CHECK_CMP(bins_growth_budget(), ==, HEAP_BIN_GROWTH_BYTES);
     struct heap *heap = own_heap();
-    unsigned c = size_class(8192);
+    unsigned c = request_class(8192);
     struct bin *bin = &heap->bins[c];
     uint32_t base = (uint32_t)(BIN_BYTES / 8192); /* its base limit: BIN_BYTES of 8 KiB blocks */
     uint32_t before = bin_limit(heap, bin);
@@ -293,14 +293,14 @@ static void test_medium_blocks(void)
     CHECK_SOUND(heap_check(heap));
 }
 
-/* The first block of 48 bytes: a segment pointer in a segment this heap
+/* The first block of a 48-byte slot: a segment pointer in a segment this heap
  * owns, its slice mapped to its class and carved up to its page's end, and
  * the refill that moved every carved block of the page out: one to the
  * caller, the rest to the bin. (The first test: it needs a heap that has
  * not served 48 bytes yet.) */
 static void test_first_page(void)
 {
-    void *first = strata_malloc(48);
+    void *first = strata_malloc(48 - SMALL_GUARD_BYTES);
     CHECK(first != NULL && is_segment_pointer(first));
     int local;
     CHECK(!is_segment_pointer(&local));
@@ -308,17 +308,19 @@ static void test_first_page(void)
 
     struct heap *heap = thread_heap;
     CHECK_CMP(heap, !=, &heap_empty);
-    unsigned c48 = size_class(48);
+    unsigned c48 = request_class(48 - SMALL_GUARD_BYTES);
     struct bin *bin = &heap->bins[c48];
     struct segment *segment = segment_of(first);
     struct page *page = page_of(segment, first);
     CHECK_CMP(atomic_load(&segment->owner), ==, heap->owner_word);
     CHECK_CMP(segment->slices[slice_of(first)].class_index, ==, c48);
     /* The slice knows where its page's carving stops: its carved key takes
-     * the page's carved blocks' starts, and nothing else. */
+     * the page's carved blocks' starts, and nothing else (not its lead
+     * slot, which holds the first block's guard word). */
     const struct slice *slice = &segment->slices[slice_of(first)];
-    CHECK_CMP(slice->carved_key, ==, page->capacity * class_block_key[c48]);
-    uint32_t page_offset = (uint32_t)((uintptr_t)page->start & SEGMENT_MASK);
+    CHECK_CMP(slice->carved_key, ==, (page->capacity + PAGE_LEAD_SLOTS) * class_block_key[c48]);
+    uint32_t page_offset = (uint32_t)((uintptr_t)page_blocks(page) & SEGMENT_MASK);
+    CHECK(!slice_holds_block(slice, (uint32_t)((uintptr_t)page->start & SEGMENT_MASK)));
     CHECK(slice_holds_block(slice, page_offset));
     CHECK(slice_holds_block(slice, page_offset + (page->capacity - 1) * 48));
     CHECK(!slice_holds_block(slice, page_offset + page->capacity * 48));
@@ -368,70 +370,72 @@ static bool page_resident(const void *p)
 
 /* A carve of fresh or purged memory makes the OS pages of its blocks
  * resident in one call, before it writes them (no trap a page), and no
- * other: for blocks of a page or less every page up to the last carved
- * block's end (its tail too, which the program writes and the next carve
- * would reach), none after; for larger blocks their heads' pages only
- * (the pages between heads are the program's, unless the class is
- * written whole: pages_written_whole). */
+ * other: for blocks of a page or less every page from the guard word
+ * below the first block (the lead slot's last word, for a page's first
+ * carve) up to the last carved block's end (its tail too, which the
+ * program writes and the next carve would reach), none after; for larger
+ * blocks their heads' pages and the pages of the guard words below them
+ * and after the last only (the pages between are the program's, unless
+ * the class is written whole: pages_written_whole). */
 static void test_carve_populates(void)
 {
     size_t os_page = (size_t)sysconf(_SC_PAGESIZE);
+    uintptr_t page_mask = ~(uintptr_t)(os_page - 1);
     strata_trim(); /* the free slices purged: the next pages come on clean ones */
     int counter = trap_counter();
-    char *p = strata_malloc(os_page); /* the first of its class here: a new page, 4 blocks carved */
+    char *p = strata_malloc(os_page - SMALL_GUARD_BYTES); /* the first of its class here: a new page, 4 blocks carved */
     long traps = counter >= 0 ? traps_counted(counter) : -1;
     struct page *page = page_of(segment_of(p), p);
+    CHECK_CMP(page->block_size, ==, os_page);
     CHECK(page->capacity > 0 && page->capacity < page->reserved);
-    size_t carved = (size_t)page->capacity * page->block_size;
-    size_t populated = (carved + os_page - 1) / os_page * os_page;
-    CHECK_CMP(page->touched, ==, populated);
-    for (size_t at = 0; at < populated; at += os_page)
-        CHECK(page_resident(page->start + at));
-    CHECK(!page_resident(page->start + populated));
+    uintptr_t from = ((uintptr_t)page_blocks(page) - 8) & page_mask;
+    uintptr_t to = ((uintptr_t)page_blocks(page) + (size_t)page->capacity * page->block_size + os_page - 1) & page_mask;
+    CHECK_CMP(page->touched, ==, to - (uintptr_t)page->start);
+    for (uintptr_t at = from; at < to; at += os_page)
+        CHECK(page_resident((char *)at));
+    CHECK(!page_resident((char *)to));
+    for (uintptr_t at = (uintptr_t)page->start; at < from; at += os_page)
+        CHECK(!page_resident((char *)at)); /* the lead slot's pages below its last word */
     /* One page's trap a carve without the call would take; one at most
      * with it (AddressSanitizer's build may trap once on the shadow of the
      * new pages). */
-    CHECK_CMP(populated / os_page, >=, 4);
+    CHECK_CMP((to - from) / os_page, >=, 4);
     if (traps >= 0)
         CHECK_CMP(traps, <=, 1);
     else
         printf("note: page-fault traps not counted here (perf events refused); residency checked\n");
     strata_free(p);
 
-    /* A carve whose last block's two words lie a page before its end
-     * (four blocks of 1280 bytes: the last from 3840 to 5120): the page
-     * of its tail is resident too, before the program writes there. */
-    char *tail_block = strata_malloc(1280);
+    /* Blocks of 1280 bytes, carved four at a time: every page from the
+     * first block's guard word to the last block's tail resident. */
+    char *tail_block = strata_malloc(1280 - SMALL_GUARD_BYTES);
     page = page_of(segment_of(tail_block), tail_block);
     CHECK_CMP(page->block_size, ==, 1280);
-    if (page->capacity == 4 && 3 * 1280 + sizeof(struct block) <= os_page) {
-        CHECK_CMP(page->touched, ==, 2 * os_page);
-        CHECK(page_resident(page->start + os_page));
-    } else {
-        printf("note: 1280-byte blocks carved %u at a time here; the tail's page checked as carved\n",
-               page->capacity);
-        CHECK(page_resident(page->start + (size_t)page->capacity * 1280 - 1));
-    }
+    char *tail = page_blocks(page) + (size_t)page->capacity * 1280 - 1;
+    for (uintptr_t at = ((uintptr_t)page_blocks(page) - 8) & page_mask; at <= (uintptr_t)tail; at += os_page)
+        CHECK(page_resident((char *)at));
     strata_free(tail_block);
 
     /* A class of blocks over an OS page: each block's head page (the
-     * carve writes its two words there) resident, a run of adjacent ones a
-     * call, and none of the pages between them. */
+     * carve writes its two words there) and the page of the guard word
+     * below it resident, a run of adjacent ones a call, and none of the
+     * pages between them. */
     counter = trap_counter();
-    char *q = strata_malloc(3 * os_page);
+    char *q = strata_malloc(3 * os_page - SMALL_GUARD_BYTES);
     traps = counter >= 0 ? traps_counted(counter) : -1;
     page = page_of(segment_of(q), q);
     CHECK(page->capacity >= 4 && page->block_size > os_page);
-    uintptr_t base = (uintptr_t)page->start, page_mask = ~(uintptr_t)(os_page - 1);
+    uintptr_t base = (uintptr_t)page_blocks(page);
     for (uint32_t i = 0; i < page->capacity; i++) {
         uintptr_t head = (base + (uintptr_t)i * page->block_size) & page_mask;
-        uintptr_t next_head = (base + (uintptr_t)(i + 1) * page->block_size) & page_mask;
+        uintptr_t next_guard = (base + (uintptr_t)(i + 1) * page->block_size - 8) & page_mask;
         CHECK(page_resident((char *)head));
-        for (uintptr_t between = head + os_page; between < next_head; between += os_page)
+        CHECK(page_resident((char *)next_guard));
+        for (uintptr_t between = head + os_page; between < next_guard; between += os_page)
             CHECK(!page_resident((char *)between));
     }
-    uintptr_t last_head = (base + (uintptr_t)(page->capacity - 1) * page->block_size) & page_mask;
-    CHECK_CMP(page->touched, ==, last_head + os_page - base);
+    uintptr_t last_guard = (base + (uintptr_t)page->capacity * page->block_size - 8) & page_mask;
+    CHECK_CMP(page->touched, ==, last_guard + os_page - (uintptr_t)page->start);
     /* A trap a head without the calls; AddressSanitizer's build may trap
      * on two pages of the shadow of the carve's range. */
     if (traps >= 0)
@@ -596,7 +600,7 @@ static void test_medium_populated(void)
 static void test_sample_countdown(void)
 {
     struct heap *heap = own_heap();
-    unsigned c = size_class(48);
+    unsigned c = request_class(48);
     struct bin *bin = &heap->bins[c];
     strata_free(strata_malloc(48)); /* a refilled bin */
     CHECK_CMP(bin_count(heap, bin), >=, 3);
@@ -625,7 +629,7 @@ static void test_sample_countdown(void)
 static void test_free_to_bin(void)
 {
     struct heap *heap = own_heap();
-    struct bin *bin = &heap->bins[size_class(48)];
+    struct bin *bin = &heap->bins[request_class(48)];
     void *block = strata_malloc(48);
     struct page *page = page_of(segment_of(block), block);
     CHECK(!block_is_free(block));
@@ -649,7 +653,7 @@ static void test_free_to_bin(void)
 static void test_bin_flush(void)
 {
     struct heap *heap = own_heap();
-    struct bin *bin = &heap->bins[size_class(48)];
+    struct bin *bin = &heap->bins[request_class(48)];
     size_t n = bin_limit(heap, bin) + 8;
     for (size_t i = 0; i < n; i++)
         blocks[i] = strata_malloc(48);
@@ -658,7 +662,7 @@ static void test_bin_flush(void)
         strata_free(blocks[i]);
     CHECK_CMP(bin_count(heap, bin), <=, bin_limit(heap, bin));
     CHECK_CMP(bin_count(heap, bin), >=, bin_limit(heap, bin) / 2);
-    CHECK_CMP(heap->bin_drained_limit[size_class(48)], ==, 0);
+    CHECK_CMP(heap->bin_drained_limit[request_class(48)], ==, 0);
     CHECK_SOUND(heap_check(heap));
 }
 
@@ -680,7 +684,7 @@ static void check_handed_out_once(struct heap *heap, size_t count, size_t size);
 static void test_flush_runs(void)
 {
     struct heap *heap = own_heap();
-    unsigned c = size_class(1024);
+    unsigned c = request_class(1024);
     struct bin *bin = &heap->bins[c];
     enum { PAGES = 3 };
     size_t total = 0;
@@ -739,7 +743,7 @@ static void test_flush_runs(void)
 static void test_bin_drain(void)
 {
     struct heap *heap = own_heap();
-    unsigned c = size_class(72);
+    unsigned c = request_class(72);
     struct bin *bin = &heap->bins[c];
     void *probe = strata_malloc(72);
     size_t per_page = page_of(segment_of(probe), probe)->reserved;
@@ -778,7 +782,7 @@ static void test_bin_drain(void)
     char *again[AGAIN];
     for (int i = 0; i < AGAIN; i++)
         again[i] = strata_malloc(72);
-    CHECK(again[0] == current->start);
+    CHECK(again[0] == page_blocks(current));
     int in_order = 1;
     for (int i = 1; i < AGAIN; i++)
         in_order &= again[i] == again[i - 1] + current->block_size;
@@ -795,7 +799,7 @@ static void test_bin_drain(void)
 static void test_empty_pages(void)
 {
     struct heap *heap = own_heap();
-    unsigned c48 = size_class(48);
+    unsigned c48 = request_class(48);
     void *probe = strata_malloc(48);
     size_t per_page = page_of(segment_of(probe), probe)->reserved;
     strata_free(probe);
@@ -1108,7 +1112,7 @@ static void test_no_mapping_in_loop(void)
 static void test_remote_free(void)
 {
     struct heap *heap = own_heap();
-    unsigned c2000 = size_class(2000);
+    unsigned c2000 = request_class(2000);
     void *shared = strata_malloc(2000);
     struct page *shared_page = page_of(segment_of(shared), shared);
     uint32_t used_before = shared_page->used;
@@ -1145,7 +1149,7 @@ static void test_remote_free(void)
 static void test_refill_prefers_available(void)
 {
     struct heap *heap = own_heap();
-    unsigned c3000 = size_class(3000);
+    unsigned c3000 = request_class(3000);
     struct bin *bin = &heap->bins[c3000];
     size_t n = 0;
     /* Three pages or more, the bin empty, the current page spent. */
@@ -1229,7 +1233,7 @@ static void test_remote_pages(void)
 {
     struct heap *heap = own_heap();
     enum { N = 200 }; /* 3000-byte blocks: 21 a page, so ten pages */
-    unsigned c3000 = size_class(3000);
+    unsigned c3000 = request_class(3000);
     for (size_t i = 0; i < N; i++)
         blocks[i] = strata_malloc(3000);
     struct page *pages[N];
@@ -1345,7 +1349,7 @@ struct pass_probe {
 static void *free_only_elsewhere(void *arg)
 {
     struct pass_probe *probe = arg;
-    unsigned c = size_class(64);
+    unsigned c = request_class(64);
     for (size_t i = 0; i < probe->count; i++) {
         strata_free(probe->blocks[i]);
         if (i == 0)
@@ -1408,7 +1412,7 @@ static void test_pass_on_runs(void)
     size_t on_first = 0;
     for (size_t i = 0; i < N; i++)
         on_first += page_of(segment_of(blocks[i]), blocks[i]) == first_page;
-    if (first_page->in_use && first_page->class_index == size_class(64))
+    if (first_page->in_use && first_page->class_index == request_class(64))
         CHECK_CMP(first_page->used, <=, used_before - on_first);
     CHECK_SOUND(heap_check(heap));
     check_handed_out_once(heap, N, 64);
@@ -1472,7 +1476,7 @@ static void test_refill_from_idle_heap(void)
 static void test_heap_check_names(void)
 {
     struct heap *heap = own_heap();
-    unsigned c2000 = size_class(2000);
+    unsigned c2000 = request_class(2000);
     void *held = strata_malloc(2000); /* a current page for the class */
     struct bin *bin = &heap->bins[c2000];
     bin_set_count(heap, bin, bin_count(heap, bin) + 1);

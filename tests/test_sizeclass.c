@@ -1,7 +1,8 @@
 /* test_sizeclass.c: white-box test of the size classes: every size maps to
  * the smallest class that holds it, waste stays within 25% from 64 bytes to
- * 4 KiB and 12.5% above,
- * the direct table agrees, and alignment follows the class size; and of
+ * 4 KiB and 12.5% above, every request to the smallest class whose slot
+ * holds it and its guard word (the tables agree), alignment follows the
+ * class size; and of
  * where the secure flavour keeps each block's state (layout.h). */
 #include "check.h"
 #include "checkers.h"
@@ -99,15 +100,55 @@ static void test_every_size(void)
             smallest = 0;
         if (n > 64 && (double)(class_size[c] - n) / (double)n > (n <= 4096 ? 0.25 : 0.125))
             waste_ok = 0;
-        if (n <= DIRECT_MAX && class_of_direct[(n + 7) >> 3] != c)
-            direct_ok = 0;
-        if (small_class(n) != c)
+        if (n <= DIRECT_MAX && class_of_direct[(n + 7) >> 3] != slot_class((n + 7) & ~(size_t)7))
             direct_ok = 0;
     }
     CHECK(fits);
     CHECK(smallest);
     CHECK(waste_ok);
     CHECK(direct_ok);
+}
+
+/* A request's class (the tables and request_class agree) is the smallest
+ * whose slot holds the request and the guard word after it (rounded up to
+ * the direct table's 8-byte step), and a free block's two words before the
+ * guard, and is a multiple of 16 where the table's entry serves a request
+ * that is (so that its blocks are 16-aligned); the usable size is the slot
+ * short of the guard. */
+static void test_requests(void)
+{
+    sizeclass_init();
+    int tables_ok = 1, smallest = 1, aligned = 1;
+    for (size_t n = 0; n <= SMALL_REQUEST_MAX; n++) {
+        unsigned c = small_class(n);
+        if (c != request_class(n) || c >= CLASS_COUNT) {
+            tables_ok = 0;
+            continue;
+        }
+        size_t step = (n + 8 + 7) & ~(size_t)7, least = step > 24 ? step : 24;
+        if (SMALL_GUARD_BYTES == 0)
+            least = n;
+        bool wants_16 = SMALL_GUARD_BYTES != 0 && (step - 8) % 16 == 0;
+        unsigned expected = 0;
+        while (expected < CLASS_COUNT && (class_size[expected] < least || (wants_16 && class_size[expected] % 16 != 0)))
+            expected++;
+        if (c != expected)
+            smallest = 0;
+        if (n % 16 == 0 && class_size[c] % 16 != 0)
+            aligned = 0;
+    }
+    CHECK(tables_ok);
+    CHECK(smallest);
+    CHECK(aligned);
+    if (SMALL_GUARD_BYTES != 0) {
+        /* malloc(0) and 16 bytes in 32-byte slots, 16-aligned, as glibc's
+         * chunks; 1 to 8 in 24 (glibc's 32); 4096 in 4608 (glibc's 4112). */
+        CHECK_CMP(class_size[request_class(0)], ==, 32);
+        CHECK_CMP(class_size[request_class(8)], ==, 24);
+        CHECK_CMP(class_size[request_class(16)], ==, 32);
+        CHECK_CMP(class_size[request_class(4088)], ==, 4096);
+        CHECK_CMP(class_size[request_class(4096)], ==, 4608);
+    }
 }
 
 /* A class whose size is not a multiple of 16 only holds requests that are
@@ -128,14 +169,15 @@ static void test_alignment(void)
     CHECK(alignment_ok);
 }
 
-/* Pages hold at least 4 blocks and fit in a segment beside its header. */
+/* Pages hold at least 4 blocks after their lead slot and fit in a segment
+ * beside its header. */
 static void test_pages(void)
 {
     sizeclass_init();
     int pages_ok = 1;
     for (unsigned c = 0; c < CLASS_COUNT; c++) {
         size_t slices = class_slices(c);
-        if (slices * SLICE_SIZE / class_size[c] < 4 || slices > SLICES_PER_SEGMENT - 1)
+        if (slices * SLICE_SIZE / class_size[c] - PAGE_LEAD_SLOTS < 4 || slices > SLICES_PER_SEGMENT - 1)
             pages_ok = 0;
     }
     CHECK(pages_ok);
@@ -171,6 +213,7 @@ static void test_block_keys(void)
 static const struct check_test tests[] = {
     {"class_sizes", test_class_sizes},
     {"every_size", test_every_size},
+    {"requests", test_requests},
     {"alignment", test_alignment},
     {"pages", test_pages},
     {"block_keys", test_block_keys},

@@ -36,8 +36,8 @@ int main(int argc, char **argv)
         CHECK(dladdr((void *)malloc_fn, &info) != 0 && info.dli_fname != NULL &&
               strstr(info.dli_fname, expect) != NULL);
     void *p = malloc(1000);
-    CHECK(p != NULL && malloc_usable_size(p) == 1024); /* strata's class, not glibc's 1000 */
-    CHECK(strata_usable_size != NULL && strata_usable_size(p) == 1024);
+    CHECK(p != NULL && malloc_usable_size(p) == 1016); /* strata's 1024-byte slot short of its guard word, not glibc's 1000 */
+    CHECK(strata_usable_size != NULL && strata_usable_size(p) == 1016);
     free(p);
     void *q = NULL;
     CHECK(posix_memalign(&q, 4096, 10) == 0 && ((uintptr_t)q & 4095) == 0);
@@ -83,7 +83,7 @@ int main(int argc, char **argv)
     result = reallocarray(NULL, huge, 8);
     CHECK(result == NULL && errno == ENOMEM);
     char *s = strdup("strata"); /* libc's own allocation goes through strata */
-    CHECK(s != NULL && strata_usable_size != NULL && strata_usable_size(s) == 16); /* the smallest block: two words */
+    CHECK(s != NULL && strata_usable_size != NULL && strata_usable_size(s) == 16); /* the smallest slot: two words and the guard word */
     free(s);
     char *r = realloc(NULL, 300000);
     CHECK(r != NULL);
