@@ -285,15 +285,21 @@ static int large_double(void)
     return 0;
 }
 
-/* The byte before a large block written, then its free: the header
- * there is sealed (large.c). */
-static int large_underflow(void)
+/* The byte before a block of `size` written, then its free. */
+static int underflow_byte(size_t size)
 {
-    char *p = m_malloc(8 << 20);
+    char *p = m_malloc(size);
     say_address(p);
     *(volatile char *)(p - 1) ^= 0x5a;
     m_free(p);
     return 0;
+}
+
+/* The byte before a large block written, then its free: the header
+ * there is sealed (large.c). */
+static int large_underflow(void)
+{
+    return underflow_byte(8 << 20);
 }
 
 static int medium_double(void)
@@ -310,20 +316,12 @@ static int medium_double(void)
  * place: the guard word and the canary around it (layout.h, MEDIUM_HEAD). */
 static int medium_underflow(void)
 {
-    char *p = m_malloc(1 << 20);
-    say_address(p);
-    *(volatile char *)(p - 1) ^= 0x5a;
-    m_free(p);
-    return 0;
+    return underflow_byte(1 << 20);
 }
 
 static int small_underflow(void)
 {
-    char *p = m_malloc(64);
-    say_address(p);
-    *(volatile char *)(p - 1) ^= 0x5a;
-    m_free(p);
-    return 0;
+    return underflow_byte(64);
 }
 
 /* The lowest of a class's first blocks: its page's first, whose guard
@@ -343,13 +341,20 @@ static int small_underflow_first(void)
     return 0;
 }
 
-static int small_underflow_remote(void)
+/* 16 bytes written before a block of `size`, then its free by another
+ * thread. */
+static int underflow_remote(size_t size)
 {
-    char *p = m_malloc(200);
+    char *p = m_malloc(size);
     say_address(p);
     memset(p - 16, 'U', 16);
     free_from_thread(p);
     return 0;
+}
+
+static int small_underflow_remote(void)
+{
+    return underflow_remote(200);
 }
 
 static int medium_overflow(void)
@@ -363,11 +368,7 @@ static int medium_overflow(void)
 
 static int medium_underflow_remote(void)
 {
-    char *p = m_malloc(200000);
-    say_address(p);
-    memset(p - 16, 'U', 16);
-    free_from_thread(p);
-    return 0;
+    return underflow_remote(200000);
 }
 
 static int medium_overflow_grown(void)
