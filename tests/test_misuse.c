@@ -515,7 +515,7 @@ static const struct misuse misuses[] = {
     {{"medium-double", medium_double}, "a medium block (1 MiB) freed twice", "double free"},
     {{"large-double", large_double}, "a large block (8 MiB) freed twice", "double free"},
     {{"small-underflow", small_underflow}, "a byte written before a small block (64 bytes), then its free", "write before the start of a block"},
-    {{"small-underflow-first", small_underflow_first}, "32 bytes written before its page's first block (4000 bytes), then its free", "write before the start of a block"},
+    {{"small-underflow-first", small_underflow_first}, "a page's first block (4000 bytes) with 32 bytes written before it, then its free", "write before the start of a block"},
     {{"small-underflow-remote", small_underflow_remote}, NULL, "write before the start of a block"},
     {{"medium-underflow", medium_underflow}, "a byte written before a medium block (1 MiB), then its free", "write before the start of a block"},
     {{"medium-overflow", medium_overflow}, "a byte written past a medium block's size (1 MiB), then its free", "write past the end of a block"},
