@@ -77,7 +77,7 @@ static STRATA_ALWAYS_INLINE void *alloc_fast(size_t size)
 
 /* The default flavour's free. Checks: the pointer lies in one of the
  * calling heap's own segments (bin_push_own_segment); bin_push_in_segment's
- * (the start of a block the page has carved, not the lead slot, its guard
+ * (the start of a block the page has carved, after its lead, its guard
  * word below it intact, not free already); the
  * bin is within its limit. Anything else (a segment not among the heap's
  * own segments yet, NULL, a large block, another thread's block, a pointer

@@ -167,10 +167,10 @@ void *api_aligned_alloc(size_t alignment, size_t size)
     if (size > SMALL_REQUEST_MAX || alignment > SLICE_SIZE)
         return alloc_large(size, alignment, false);
     /* Pages start on slice boundaries, so every block of a class whose size
-     * is a multiple of the alignment is aligned; its slot holds the size and
-     * the guard word. */
+     * and page lead are multiples of the alignment is aligned; its slot
+     * holds the size and the guard word. */
     unsigned c = request_class(size);
-    while (c < CLASS_COUNT && class_size[c] % alignment != 0)
+    while (c < CLASS_COUNT && !class_aligned(c, alignment))
         c++;
     if (c == CLASS_COUNT)
         return alloc_large(size, alignment, false);

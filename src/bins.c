@@ -577,9 +577,9 @@ void heap_free_block(void *p)
     free_unkept(free_segment_page(p), p);
 }
 
-void free_misuse(const void *p, uint64_t key)
+void free_misuse(const void *p, bool guard)
 {
-    if (small_guard_broken(p, key))
+    if (guard && small_guard_broken(p))
         report_guard_overwritten(p);
     report_fatal("double free", p);
 }

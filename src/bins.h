@@ -13,9 +13,9 @@
 #include "heap.h"
 #include "profile.h"
 
-/* A freed block's misuse, found by bin_push_keyed: the guard word below
- * it overwritten (for a block of key `key`), else a double free. */
-STRATA_NOINLINE STRATA_COLD _Noreturn void free_misuse(const void *p, uint64_t key);
+/* A freed block's misuse, found by bin_push_guarded: the guard word below
+ * it overwritten (`guard`: the caller checked it), else a double free. */
+STRATA_NOINLINE STRATA_COLD _Noreturn void free_misuse(const void *p, bool guard);
 
 /* ---- the inline paths ----------------------------------------------------
  * An allocation pops its class's bin, a free pushes onto it; each makes
@@ -86,17 +86,15 @@ static inline void *bin_pop_uncounted(struct heap *heap, unsigned class_index)
  * words are not a free block's: block_is_free), which reports a double
  * free at the free that makes it, whichever list holds the block (this
  * bin, a page's free list, a remote list, another thread's bin), since
- * every hand-out clears the check word; and, for a block of key `key` in
- * its page (block_key; 0 when the caller has no guard word to check), the
- * guard word below it (layout.h, small_guard_broken: a write before its
- * start). Both go to one report (free_misuse), which tells them apart, so
- * that the free sets up no frame on the path that reports nothing. The
- * word is tested as computed: read back after its atomic store, it would
- * be loaded again. */
-static STRATA_ALWAYS_INLINE bool bin_push_keyed(struct bin *bin, struct block *block, uint64_t key)
+ * every hand-out clears the check word; and, with `guard`, the guard word
+ * below it (layout.h, small_guard_broken: a write before its start). Both
+ * go to one report (free_misuse), which tells them apart, so that the free
+ * sets up no frame on the path that reports nothing. The word is tested as
+ * computed: read back after its atomic store, it would be loaded again. */
+static STRATA_ALWAYS_INLINE bool bin_push_guarded(struct bin *bin, struct block *block, bool guard)
 {
-    if (unlikely(small_guard_broken(block, key)) || unlikely(block_is_free(block)))
-        free_misuse(block, key);
+    if (unlikely(guard && small_guard_broken(block)) || unlikely(block_is_free(block)))
+        free_misuse(block, guard);
     block_set_next(block, bin->head);
     bin->head = block;
     uint64_t word = bin->word - 1;
@@ -108,7 +106,7 @@ static STRATA_ALWAYS_INLINE bool bin_push_keyed(struct bin *bin, struct block *b
  * none to check. */
 static STRATA_ALWAYS_INLINE bool bin_push(struct bin *bin, struct block *block)
 {
-    return bin_push_keyed(bin, block, 0);
+    return bin_push_guarded(bin, block, false);
 }
 
 /* The entry of p's slot in the calling heap's own_segments (heap.h): the
@@ -133,9 +131,8 @@ static STRATA_ALWAYS_INLINE bool own_segment_entry_holds(uintptr_t entry, const 
  * flushes it), or NULL when p is not a block the page has carved (the
  * caller's slow path reports it). Checks: the pointer is the start of a
  * block the page has carved (the key of its offset below the slice's
- * carved key and not the lead slot's 0: anything else never reaches a
- * list); bin_push_keyed's (the guard word below it, and a free block's
- * two words). */
+ * carved key: anything else never reaches a list); bin_push_guarded's
+ * (the guard word below it, and a free block's two words). */
 static STRATA_ALWAYS_INLINE struct bin *bin_push_in_segment(struct heap *heap, struct segment *segment, void *p,
                                                             bool *full)
 {
@@ -143,10 +140,8 @@ static STRATA_ALWAYS_INLINE struct bin *bin_push_in_segment(struct heap *heap, s
     const struct slice *slice = &segment->slices[offset >> SLICE_SHIFT];
     uint64_t key = slice_block_key(slice, offset);
     if (likely(key < slice->carved_key)) {
-        if (unlikely(key == 0)) /* the page's lead slot: no block */
-            return NULL;
         struct bin *bin = &heap->bins[slice->class_index];
-        *full = bin_push_keyed(bin, p, key);
+        *full = bin_push_guarded(bin, p, true);
         return bin;
     }
     return NULL;
@@ -212,7 +207,7 @@ static STRATA_ALWAYS_INLINE const struct slice *foreign_carved_slice(const struc
     if (unlikely(slice->class_index >= CLASS_COUNT || owner == self->owner_word ||
                  !slice_holds_block_any_thread(slice, offset)))
         return NULL;
-    small_guard_check(p, slice_block_key(slice, offset));
+    small_guard_check(p);
     return slice;
 }
 

@@ -64,10 +64,9 @@ static inline struct block_keys keys_of(const void *p)
 }
 
 /* The guard word in the 8 bytes before a small block: the last word of the
- * slot before it in its page (the page's lead slot for its first block,
- * layout.h, PAGE_LEAD_SLOTS), written when the blocks are carved and never
- * again while the page is in use (a secure free zeroes its slot but for
- * it). A write before a block's start changes it, and the block's free
+ * slot before it in its page (of the page's lead for its first block:
+ * layout.h, page_lead), written when the blocks are carved and never again
+ * while the page is in use (a secure free zeroes its slot but for it). A write before a block's start changes it, and the block's free
  * finds it (secure.c; the default flavour's word and check: layout.h,
  * small_guard_word). */
 static inline void guard_set(void *next)

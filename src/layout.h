@@ -117,13 +117,18 @@ _Static_assert(MEDIUM_MAX_SLICES < SLICES_PER_SEGMENT, "a medium page fits a seg
  * carved a few at a time. */
 #define PAGE_CARVE_BYTES 4096
 #define PAGE_CARVE_MIN_BLOCKS 4
-/* A small page's first slot holds no block: its last word is the guard of
+/* A small page's blocks start after a lead whose last word is the guard of
  * the page's first block (block_guards.h, guard_set), so that every block,
  * the first included, has its guard word in its own page (the word below a
  * page lies in whatever is below it: a closed or purged slice, another
- * page's block, the segment's header). Its key is 0 (slice_block_start):
- * a free of it is reported as of a pointer that starts no block. */
-#define PAGE_LEAD_SLOTS 1u
+ * page's block, the segment's header). Up to PAGE_LEAD_SLOT_MAX bytes the
+ * lead is a slot, so the blocks keep the alignment their size gives them
+ * (api.c, aligned allocations); above, PAGE_LEAD_BIG bytes, so the first
+ * block's guard and head share an OS page (a slot there made an OS page
+ * resident for one word: the partly written threads table's peak 95.7
+ * against 92.3 MB). The slice keeps it (struct slice, lead). */
+#define PAGE_LEAD_SLOT_MAX 4096u
+#define PAGE_LEAD_BIG 64u
 #define PAGE_CARVE_MAX_BYTES 16384
 
 /* A free block, on any list (a bin, a page's free list, a remote list):
@@ -267,12 +272,25 @@ static inline size_t page_usable(const struct page *page)
     return page->class_index == CLASS_MEDIUM ? page->block_size : page->block_size - SMALL_GUARD_BYTES;
 }
 
-/* Where a page's blocks begin: a small page's after its lead slot
- * (PAGE_LEAD_SLOTS), a medium page's at its start (its one block lies
- * MEDIUM_HEAD bytes in, within its block_size). */
+/* The lead of a small page of `block_size` blocks (PAGE_LEAD_SLOT_MAX). */
+static inline uint32_t page_lead(size_t block_size)
+{
+    return block_size <= PAGE_LEAD_SLOT_MAX ? (uint32_t)block_size : PAGE_LEAD_BIG;
+}
+
+/* Whether every block of class c is aligned to `alignment` (a power of
+ * two): its size and its pages' lead are multiples of it. */
+static inline bool class_aligned(unsigned c, size_t alignment)
+{
+    return class_size[c] % alignment == 0 && page_lead(class_size[c]) % alignment == 0;
+}
+
+/* Where a page's blocks begin: a small page's after its lead, a medium
+ * page's at its start (its one block lies MEDIUM_HEAD bytes in, within its
+ * block_size). */
 static inline char *page_blocks(const struct page *page)
 {
-    return page->class_index == CLASS_MEDIUM ? page->start : page->start + PAGE_LEAD_SLOTS * page->block_size;
+    return page->class_index == CLASS_MEDIUM ? page->start : page->start + page_lead(page->block_size);
 }
 _Static_assert(SLICE_SIZE / 16 <= UINT16_MAX, "a one-slice page's count of 16-byte blocks fits reserved");
 
@@ -318,18 +336,19 @@ struct slice {
     uint32_t carved_key;
     uint8_t class_index;
     uint8_t page_slice; /* the first slice of its page */
+    uint16_t lead;      /* its page's lead (page_lead), 0 for no small page */
 };
 
 /* The offset in its page of a pointer at `offset` in the segment, in this
  * slice. */
 static inline uint32_t slice_page_offset(const struct slice *slice, uint32_t offset)
 {
-    return offset - ((uint32_t)slice->page_slice << SLICE_SHIFT);
+    return offset - ((uint32_t)slice->page_slice << SLICE_SHIFT) - slice->lead;
 }
 
-/* The key of the pointer at `offset` in the segment, in this slice: i + 1
- * times the class's block key for the page's block i (the lead slot's is
- * 0), else no multiple of it (sizeclass.h). */
+/* The key of the pointer at `offset` in the segment, in this slice: i
+ * times the class's block key for the page's block i, else no multiple of
+ * it (sizeclass.h; an offset in the lead is far above any). */
 static inline uint64_t slice_block_key(const struct slice *slice, uint32_t offset)
 {
     return block_key(slice->multiplier, slice_page_offset(slice, offset));
@@ -340,7 +359,7 @@ static inline uint64_t slice_block_key(const struct slice *slice, uint32_t offse
 static inline bool slice_block_start(const struct slice *slice, const struct page *page, uint32_t in_page)
 {
     uint64_t key = block_key(slice->multiplier, in_page);
-    return key != 0 && key < (page->reserved + PAGE_LEAD_SLOTS) * class_block_key[slice->class_index];
+    return key < page->reserved * class_block_key[slice->class_index];
 }
 
 /* Whether the pointer at `offset` in the segment, in this slice, is the
@@ -349,22 +368,21 @@ static inline bool slice_block_start(const struct slice *slice, const struct pag
 static inline bool slice_holds_block(const struct slice *slice, uint32_t offset)
 {
     uint64_t key = slice_block_key(slice, offset);
-    return key != 0 && key < slice->carved_key;
+    return key < slice->carved_key;
 }
 
 /* Whether a freed small block's guard word (small_guard_word) is
- * overwritten, for a block whose offset in its page has key `key`
- * (slice_block_key; 0 where the caller has no guard to check). The default
+ * overwritten: every small block has one in its page. The default
  * flavour's; the secure flavour checks its own. */
-static STRATA_ALWAYS_INLINE bool small_guard_broken(const void *p, uint64_t key)
+static STRATA_ALWAYS_INLINE bool small_guard_broken(const void *p)
 {
-    return SMALL_GUARD_BYTES != 0 && likely(key != 0) && !small_guard_intact(p);
+    return SMALL_GUARD_BYTES != 0 && !small_guard_intact(p);
 }
 
 /* small_guard_broken's answer reported, for the slow paths. */
-static inline void small_guard_check(const void *p, uint64_t key)
+static inline void small_guard_check(const void *p)
 {
-    if (unlikely(small_guard_broken(p, key)))
+    if (unlikely(small_guard_broken(p)))
         report_guard_overwritten(p);
 }
 
@@ -375,7 +393,7 @@ static inline void small_guard_check(const void *p, uint64_t key)
 static inline bool slice_holds_block_any_thread(const struct slice *slice, uint32_t offset)
 {
     uint64_t key = slice_block_key(slice, offset);
-    return key != 0 && key <
+    return key <
            __atomic_load_n(&slice->carved_key, __ATOMIC_RELAXED);
 }
 
@@ -606,7 +624,7 @@ static inline size_t small_usable_size(const void *p)
     unsigned class_index = slice->class_index;
     if (likely(class_index < CLASS_COUNT)) {
         if (unlikely(!slice_holds_block_any_thread(slice, (uint32_t)((uintptr_t)p & SEGMENT_MASK))))
-            return 0; /* inside a block, or in the lead slot */
+            return 0; /* inside a block, or in the lead */
         return class_size[class_index] - SMALL_GUARD_BYTES;
     }
     struct page *page = page_of(segment, p);

@@ -122,7 +122,7 @@ void *secure_aligned_alloc(size_t alignment, size_t size)
         return large_block(size, 0, alignment, false);
     config_init(); /* the class sizes are read here */
     unsigned c = size_class(want > alignment ? want : alignment);
-    while (c < CLASS_COUNT && class_size[c] % alignment != 0)
+    while (c < CLASS_COUNT && !class_aligned(c, alignment))
         c++;
     if (c == CLASS_COUNT)
         return large_block(size, 0, alignment, false);

@@ -71,9 +71,11 @@ static void slices_name(struct segment *segment, unsigned first, unsigned count,
                         unsigned class_index, unsigned page_slice)
 {
     for (unsigned k = first; k < first + count; k++)
-        segment->slices[k] = (struct slice){.multiplier = class_multiplier[class_index],
-                                            .class_index = (uint8_t)class_index,
-                                            .page_slice = (uint8_t)page_slice};
+        segment->slices[k] = (struct slice){
+            .multiplier = class_multiplier[class_index],
+            .class_index = (uint8_t)class_index,
+            .page_slice = (uint8_t)page_slice,
+            .lead = (uint16_t)(class_index < CLASS_COUNT ? page_lead(class_size[class_index]) : 0)};
 }
 
 /* The page has carved its blocks up to page->capacity: the slices that
@@ -82,8 +84,8 @@ static void slices_carved(struct page *page)
 {
     struct segment *segment = segment_of(page->start);
     uint32_t start = (uint32_t)((uintptr_t)page->start & SEGMENT_MASK);
-    uint32_t end = start + (page->capacity + PAGE_LEAD_SLOTS) * page->block_size;
-    uint32_t key = (page->capacity + PAGE_LEAD_SLOTS) * class_block_key[page->class_index];
+    uint32_t end = start + page_lead(page->block_size) + page->capacity * page->block_size;
+    uint32_t key = page->capacity * class_block_key[page->class_index];
     for (uint32_t k = start >> SLICE_SHIFT; k << SLICE_SHIFT < end; k++)
         __atomic_store_n(&segment->slices[k].carved_key, key, __ATOMIC_RELAXED);
 }
@@ -421,7 +423,7 @@ size_t class_slices(unsigned class_index)
     size_t size = class_size[class_index];
     if (size <= SLICE_SIZE / 8)
         return 1;
-    size_t least = (size * (4 + PAGE_LEAD_SLOTS) + SLICE_SIZE - 1) / SLICE_SIZE, best = least;
+    size_t least = (size * 4 + page_lead(size) + SLICE_SIZE - 1) / SLICE_SIZE, best = least;
     for (size_t slices = least + 1; slices <= least + 3; slices++)
         if (page_tail_units(size, slices) * best < page_tail_units(size, best) * slices)
             best = slices;
@@ -512,7 +514,7 @@ struct page *page_new(struct heap *heap, unsigned class_index, bool may_map)
     if (page == NULL)
         return NULL;
     page->block_size = class_size[class_index];
-    page->reserved = (uint16_t)(length * SLICE_SIZE / page->block_size - PAGE_LEAD_SLOTS);
+    page->reserved = (uint16_t)((length * SLICE_SIZE - page_lead(page->block_size)) / page->block_size);
     strata_assert_cmp(page->reserved, >=, PAGE_CARVE_MIN_BLOCKS);
     return page;
 }
@@ -702,7 +704,7 @@ static STRATA_NOINLINE bool page_carve(struct page *page)
     if (count > page->reserved - page->capacity)
         count = page->reserved - page->capacity;
     if (os_limited() && !prefix_charge(segment_of(page->start), page->start,
-                                       (size_t)(page->capacity + count + PAGE_LEAD_SLOTS) * size))
+                                       page_lead(size) + (size_t)(page->capacity + count) * size))
         return false;
     char *first = page_blocks(page) + (size_t)page->capacity * size;
     carve_populate(page, first, count, size);
@@ -726,7 +728,7 @@ static STRATA_NOINLINE bool page_carve(struct page *page)
     __atomic_store_n(&page->capacity, page->capacity + (uint32_t)count, __ATOMIC_RELAXED);
     slices_carved(page);
     strata_assert_cmp(page->capacity, <=, page->reserved);
-    strata_assert_cmp((size_t)(page->capacity + PAGE_LEAD_SLOTS) * page->block_size, <=,
+    strata_assert_cmp(page_lead(page->block_size) + (size_t)page->capacity * page->block_size, <=,
                       (size_t)page->slice_count * SLICE_SIZE);
     return true;
 }
@@ -1141,10 +1143,11 @@ const char *segment_check(const struct segment *s, uintptr_t owner_word)
                 return BROKEN("segment %p: slice %u names page %u class %u, not page %u class %u",
                               (const void *)s, k, s->slices[k].page_slice, s->slices[k].class_index,
                               i, page->class_index);
-        /* A small page's carved blocks lie after its lead slot. */
-        unsigned lead = page->class_index < CLASS_COUNT && page->capacity != 0 ? PAGE_LEAD_SLOTS : 0;
-        size_t carved_end = (size_t)i * SLICE_SIZE + (size_t)(page->capacity + lead) * page->block_size;
-        uint32_t key = (page->capacity + lead) * class_block_key[page->class_index];
+        /* A small page's carved blocks lie after its lead. */
+        bool small = page->class_index < CLASS_COUNT;
+        size_t lead = small && page->capacity != 0 ? page_lead(page->block_size) : 0;
+        size_t carved_end = (size_t)i * SLICE_SIZE + lead + (size_t)page->capacity * page->block_size;
+        uint32_t key = page->capacity * class_block_key[page->class_index];
         for (unsigned k = i; k < i + page->slice_count; k++) {
             uint32_t want = (size_t)k * SLICE_SIZE < carved_end ? key : 0;
             if (s->slices[k].carved_key != want || s->slices[k].multiplier != class_multiplier[page->class_index])
@@ -1155,7 +1158,7 @@ const char *segment_check(const struct segment *s, uintptr_t owner_word)
         /* Under a limit, what the page has carved, or a medium page holds,
          * is charged. */
         size_t held = page->class_index == CLASS_MEDIUM ? medium_reach(page->block_size)
-                                                        : (size_t)(page->capacity + lead) * page->block_size;
+                                                        : lead + (size_t)page->capacity * page->block_size;
         for (unsigned k = i; os_limited() && k < i + page->slice_count; k++) {
             size_t from = (size_t)(k - i) * SLICE_SIZE;
             size_t need = held <= from ? 0 : held - from >= SLICE_SIZE ? SLICE_SIZE : held - from;
@@ -1168,7 +1171,7 @@ const char *segment_check(const struct segment *s, uintptr_t owner_word)
                           page->used, page->capacity, page->reserved);
         /* Every carved block's guard word, and the one after the last, as
          * the carve wrote them (block_guards.h). */
-        for (uint32_t b = 0; lead != 0 && b <= page->capacity; b++) {
+        for (uint32_t b = 0; small && page->capacity != 0 && b <= page->capacity; b++) {
             const char *block = page_blocks(page) + (size_t)b * page->block_size;
             if (!guard_word_intact(block))
                 return BROKEN("page %p: the guard word below %p is overwritten (a write before a block's start)",
@@ -1225,6 +1228,6 @@ struct page *free_segment_page(void *p)
     if (class_index == CLASS_MEDIUM)
         medium_guards_check(page);
     else if (page_surely_carved(page, p)) /* one never carved is reported later, as such */
-        small_guard_check(p, block_key(slice->multiplier, in_page));
+        small_guard_check(p);
     return page;
 }

@@ -325,7 +325,7 @@ static int small_underflow(void)
 }
 
 /* The lowest of a class's first blocks: its page's first, whose guard
- * word lies in the page's lead slot. */
+ * word lies in the page's lead. */
 static int small_underflow_first(void)
 {
     enum { COUNT = 64 };

@@ -315,10 +315,11 @@ static void test_first_page(void)
     CHECK_CMP(atomic_load(&segment->owner), ==, heap->owner_word);
     CHECK_CMP(segment->slices[slice_of(first)].class_index, ==, c48);
     /* The slice knows where its page's carving stops: its carved key takes
-     * the page's carved blocks' starts, and nothing else (not its lead
-     * slot, which holds the first block's guard word). */
+     * the page's carved blocks' starts, and nothing else (not its lead,
+     * a slot whose last word is the first block's guard). */
     const struct slice *slice = &segment->slices[slice_of(first)];
-    CHECK_CMP(slice->carved_key, ==, (page->capacity + PAGE_LEAD_SLOTS) * class_block_key[c48]);
+    CHECK_CMP(slice->carved_key, ==, page->capacity * class_block_key[c48]);
+    CHECK_CMP(slice->lead, ==, 48);
     uint32_t page_offset = (uint32_t)((uintptr_t)page_blocks(page) & SEGMENT_MASK);
     CHECK(!slice_holds_block(slice, (uint32_t)((uintptr_t)page->start & SEGMENT_MASK)));
     CHECK(slice_holds_block(slice, page_offset));
@@ -371,7 +372,7 @@ static bool page_resident(const void *p)
 /* A carve of fresh or purged memory makes the OS pages of its blocks
  * resident in one call, before it writes them (no trap a page), and no
  * other: for blocks of a page or less every page from the guard word
- * below the first block (the lead slot's last word, for a page's first
+ * below the first block (the lead's last word, for a page's first
  * carve) up to the last carved block's end (its tail too, which the
  * program writes and the next carve would reach), none after; for larger
  * blocks their heads' pages and the pages of the guard words below them
@@ -395,7 +396,7 @@ static void test_carve_populates(void)
         CHECK(page_resident((char *)at));
     CHECK(!page_resident((char *)to));
     for (uintptr_t at = (uintptr_t)page->start; at < from; at += os_page)
-        CHECK(!page_resident((char *)at)); /* the lead slot's pages below its last word */
+        CHECK(!page_resident((char *)at)); /* the lead's pages below its last word */
     /* One page's trap a carve without the call would take; one at most
      * with it (AddressSanitizer's build may trap once on the shadow of the
      * new pages). */

@@ -169,18 +169,27 @@ static void test_alignment(void)
     CHECK(alignment_ok);
 }
 
-/* Pages hold at least 4 blocks after their lead slot and fit in a segment
- * beside its header. */
+/* Pages hold at least 4 blocks after their lead and fit in a segment
+ * beside its header; the lead keeps each class's blocks as aligned as its
+ * size up to 64 bytes (the aligned allocations' classes). */
 static void test_pages(void)
 {
     sizeclass_init();
     int pages_ok = 1;
     for (unsigned c = 0; c < CLASS_COUNT; c++) {
         size_t slices = class_slices(c);
-        if (slices * SLICE_SIZE / class_size[c] - PAGE_LEAD_SLOTS < 4 || slices > SLICES_PER_SEGMENT - 1)
+        if ((slices * SLICE_SIZE - page_lead(class_size[c])) / class_size[c] < 4 || slices > SLICES_PER_SEGMENT - 1)
             pages_ok = 0;
     }
     CHECK(pages_ok);
+    int aligned_ok = 1;
+    for (unsigned c = 0; c < CLASS_COUNT; c++) {
+        size_t align = class_size[c] & -class_size[c];
+        align = align < 64 ? align : 64;
+        if (!class_aligned(c, align))
+            aligned_ok = 0;
+    }
+    CHECK(aligned_ok);
 }
 
 /* Block keys: every offset in a segment whose key is below n block keys
