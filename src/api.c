@@ -48,25 +48,31 @@ void *api_calloc(size_t count, size_t size)
     return p;
 }
 
+/* The usable size of a live block of a segment, for `call`'s messages: a
+ * pointer that starts no block (free slices, a freed medium block's among
+ * them, the inside of a block, a page's lead) and a freed small block (its
+ * two words a free block's, the check every free makes) are reported.
+ * glibc stops both where its chunk is unmapped or trimmed away (a fault);
+ * strata always does, with the address. */
+static size_t live_block_size(const void *ptr, const char *not_allocated, const char *freed)
+{
+    size_t size = small_usable_size(ptr);
+    if (unlikely(size == 0))
+        report_fatal(not_allocated, ptr);
+    if (unlikely(size <= SMALL_REQUEST_MAX && block_is_free(ptr)))
+        report_fatal(freed, ptr);
+    return size;
+}
+
 size_t api_usable_size(const void *ptr)
 {
     if (STRATA_SECURE_BUILD)
         return secure_usable_size(ptr);
     if (ptr == NULL)
         return 0;
-    if (is_segment_pointer(ptr)) {
-        /* A freed small block's two words are a free block's, wherever it
-         * waits (the check every free makes); free slices, a freed medium
-         * block's among them, and the inside of a medium block hold no
-         * block (size 0). glibc stops both where its chunk is unmapped or
-         * trimmed away (a fault); strata always does, with the address. */
-        size_t size = small_usable_size(ptr);
-        if (unlikely(size == 0))
-            report_fatal("malloc_usable_size of a pointer that is not allocated", ptr);
-        if (unlikely(size <= SMALL_REQUEST_MAX && block_is_free(ptr)))
-            report_fatal("malloc_usable_size of a free block (a use after free)", ptr);
-        return size;
-    }
+    if (is_segment_pointer(ptr))
+        return live_block_size(ptr, "malloc_usable_size of a pointer that is not allocated",
+                               "malloc_usable_size of a free block (a use after free)");
     return large_usable_size(ptr);
 }
 
@@ -109,13 +115,9 @@ void *api_realloc(void *ptr, size_t size)
         return NULL;
     }
     if (is_segment_pointer(ptr)) {
-        size_t old_size = small_usable_size(ptr);
-        if (unlikely(old_size == 0))
-            report_fatal("realloc of a pointer that is not allocated", ptr);
-        /* A free block's two words, as a free reads them: kept in place, a
-         * freed block would be handed out twice. */
-        if (unlikely(old_size <= SMALL_REQUEST_MAX && block_is_free(ptr)))
-            report_fatal("realloc of a free block (a use after free)", ptr);
+        /* A freed block kept in place would be handed out twice. */
+        size_t old_size = live_block_size(ptr, "realloc of a pointer that is not allocated",
+                                          "realloc of a free block (a use after free)");
         /* In place, unless a size that asks for 16-byte alignment would
          * keep a block of a class that only gives 8. */
         if (size <= old_size && size >= old_size / 2 &&

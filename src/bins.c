@@ -469,7 +469,7 @@ void heap_bin_flush(struct heap *heap, struct bin *bin)
             page_free_block(heap, page_of(segment, block), block);
         else
             own = blocks_to_pages(heap, &block, 1);
-        counters_bytes_out(-(long)own * (long)(class_size[c] - SMALL_GUARD_BYTES));
+        counters_bytes_out(-(long)own * (long)class_usable(c));
         os_lock_give(&heap->lock);
         return;
     }
@@ -521,7 +521,7 @@ static uint32_t bin_trim(struct heap *heap, struct bin *bin, uint32_t keep)
         bin->head = NULL;
     bin_set_count(heap, bin, keep);
     uint32_t own = blocks_to_pages(heap, taken, moved);
-    counters_bytes_out(-(long)own * (long)(class_size[bin - heap->bins] - SMALL_GUARD_BYTES));
+    counters_bytes_out(-(long)own * (long)class_usable((unsigned)(bin - heap->bins)));
     return own;
 }
 
@@ -531,7 +531,7 @@ void bins_flush_all(struct heap *heap)
         struct bin *bin = &heap->bins[c];
         struct block *block = bin->head;
         uint32_t count = bin_count(heap, bin);
-        counters_bytes_out(-(long)count * (long)(class_size[c] - SMALL_GUARD_BYTES));
+        counters_bytes_out(-(long)count * (long)class_usable(c));
         bin->head = NULL;
         bin_set_count(heap, bin, 0);
         struct block *taken[BIN_MAX_BLOCKS + 1];

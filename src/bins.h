@@ -138,8 +138,7 @@ static STRATA_ALWAYS_INLINE struct bin *bin_push_in_segment(struct heap *heap, s
 {
     uint32_t offset = (uint32_t)((uintptr_t)p & SEGMENT_MASK);
     const struct slice *slice = &segment->slices[offset >> SLICE_SHIFT];
-    uint64_t key = slice_block_key(slice, offset);
-    if (likely(key < slice->carved_key)) {
+    if (likely(slice_holds_block(slice, offset))) {
         struct bin *bin = &heap->bins[slice->class_index];
         *full = bin_push_guarded(bin, p, true);
         return bin;

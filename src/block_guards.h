@@ -66,19 +66,27 @@ static inline struct block_keys keys_of(const void *p)
 /* The guard word in the 8 bytes before a small block: the last word of the
  * slot before it in its page (of the page's lead for its first block:
  * layout.h, page_lead), written when the blocks are carved and never again
- * while the page is in use (a secure free zeroes its slot but for it). A write before a block's start changes it, and the block's free
- * finds it (secure.c; the default flavour's word and check: layout.h,
- * small_guard_word). */
+ * while the page is in use (a secure free zeroes its slot but for it). A
+ * write before a block's start changes it, and the block's free finds it
+ * (secure.c; the default flavour's word and check: layout.h,
+ * small_guard_word). guard_of gives the flavour's word for the block at
+ * `next`, false where it keeps none. */
+static inline bool guard_of(const void *next, uint64_t *guard)
+{
+    if (!STRATA_SECURE_BUILD)
+        *guard = small_guard_word(next); /* the default flavour's (layout.h) */
+    else if (secure_has(SECURE_CANARY))
+        *guard = keys_of(next).guard;
+    else
+        return false;
+    return true;
+}
+
 static inline void guard_set(void *next)
 {
     uint64_t guard;
-    if (!STRATA_SECURE_BUILD)
-        guard = small_guard_word(next); /* the default flavour's (layout.h) */
-    else if (secure_has(SECURE_CANARY))
-        guard = keys_of(next).guard;
-    else
-        return;
-    memcpy((char *)next - sizeof guard, &guard, sizeof guard);
+    if (guard_of(next, &guard))
+        memcpy((char *)next - sizeof guard, &guard, sizeof guard);
 }
 
 /* Whether the guard word guard_set wrote below p is as written (true where
@@ -86,11 +94,7 @@ static inline void guard_set(void *next)
 static inline bool guard_word_intact(const void *next)
 {
     uint64_t guard;
-    if (!STRATA_SECURE_BUILD)
-        guard = small_guard_word(next);
-    else if (secure_has(SECURE_CANARY))
-        guard = keys_of(next).guard;
-    else
+    if (!guard_of(next, &guard))
         return true;
     uint64_t word;
     memcpy(&word, (const char *)next - sizeof word, sizeof word);

@@ -205,9 +205,8 @@ static inline void block_take(struct block *b)
  * guard_set) and nothing writes it again while the page is in use, so a
  * write below a block's start (an underflow, or an overflow of the block
  * below past its usable size) changes it, and the block's free reports it.
- * A page's first block has none to check: the word below it belongs to
- * whatever lies below the page, which may be closed or given back. The
- * secure flavour keys its own (block_guards.h). */
+ * A page's first block's lies in the page's lead (page_lead). The secure
+ * flavour keys its own (block_guards.h). */
 static inline uintptr_t small_guard_word(const void *p)
 {
     return (uintptr_t)p ^ block_secret.guard;
@@ -269,7 +268,7 @@ struct page {
  * medium block's usable size. */
 static inline size_t page_usable(const struct page *page)
 {
-    return page->class_index == CLASS_MEDIUM ? page->block_size : page->block_size - SMALL_GUARD_BYTES;
+    return page->class_index == CLASS_MEDIUM ? page->block_size : class_usable(page->class_index);
 }
 
 /* The lead of a small page of `block_size` blocks (PAGE_LEAD_SLOT_MAX). */
@@ -358,8 +357,7 @@ static inline uint64_t slice_block_key(const struct slice *slice, uint32_t offse
  * start of one of the blocks the page holds, carved or not. */
 static inline bool slice_block_start(const struct slice *slice, const struct page *page, uint32_t in_page)
 {
-    uint64_t key = block_key(slice->multiplier, in_page);
-    return key < page->reserved * class_block_key[slice->class_index];
+    return block_key(slice->multiplier, in_page) < page->reserved * class_block_key[slice->class_index];
 }
 
 /* Whether the pointer at `offset` in the segment, in this slice, is the
@@ -367,8 +365,7 @@ static inline bool slice_block_start(const struct slice *slice, const struct pag
  * key's one writer). */
 static inline bool slice_holds_block(const struct slice *slice, uint32_t offset)
 {
-    uint64_t key = slice_block_key(slice, offset);
-    return key < slice->carved_key;
+    return slice_block_key(slice, offset) < slice->carved_key;
 }
 
 /* Whether a freed small block's guard word (small_guard_word) is
@@ -392,9 +389,7 @@ static inline void small_guard_check(const void *p)
  * load costs it three instructions of address arithmetic.) */
 static inline bool slice_holds_block_any_thread(const struct slice *slice, uint32_t offset)
 {
-    uint64_t key = slice_block_key(slice, offset);
-    return key <
-           __atomic_load_n(&slice->carved_key, __ATOMIC_RELAXED);
+    return slice_block_key(slice, offset) < __atomic_load_n(&slice->carved_key, __ATOMIC_RELAXED);
 }
 
 /* Invariants (segment_check): a slice is either in free_mask, in
@@ -625,7 +620,7 @@ static inline size_t small_usable_size(const void *p)
     if (likely(class_index < CLASS_COUNT)) {
         if (unlikely(!slice_holds_block_any_thread(slice, (uint32_t)((uintptr_t)p & SEGMENT_MASK))))
             return 0; /* inside a block, or in the lead */
-        return class_size[class_index] - SMALL_GUARD_BYTES;
+        return class_usable(class_index);
     }
     struct page *page = page_of(segment, p);
     if (class_index != CLASS_MEDIUM || !page->in_use || (const char *)p != medium_block(page))

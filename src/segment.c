@@ -710,8 +710,8 @@ static STRATA_NOINLINE bool page_carve(struct page *page)
     carve_populate(page, first, count, size);
     if (secure_has(SECURE_ZERO)) /* every block a thread pops reads as zero */
         memset(first, 0, count * size);
-    /* Each slot's last word guards the next (block_guards.h), the lead
-     * slot's the page's first block. */
+    /* Each slot's last word guards the next (block_guards.h), the lead's
+     * the page's first block. */
     for (size_t i = 0; i <= count; i++)
         guard_set(first + i * size);
     if (secure_has(SECURE_RANDOM) && count > 1) {

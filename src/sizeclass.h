@@ -73,6 +73,12 @@ static inline unsigned size_class(size_t size)
  * block. */
 #define SMALL_REQUEST_MAX (SMALL_MAX - SMALL_GUARD_BYTES)
 
+/* A block of class c's usable size: its slot short of the guard word. */
+static inline size_t class_usable(unsigned c)
+{
+    return class_size[c] - SMALL_GUARD_BYTES;
+}
+
 /* The class of the slots of a direct table entry, whose requests with
  * their guard words take up to `want` bytes (a multiple of 8): at least a
  * free block's two words before the guard, and, where one of them is a

@@ -103,7 +103,7 @@ static void collect(struct strata_stats *stats, struct quarantined *quarantined)
     abandoned_for_each(count_abandoned, stats);
     large_stats(&stats->large_blocks, &stats->large_bytes, &stats->cached);
     for (unsigned c = 0; c < CLASS_COUNT; c++)
-        stats->allocated += stats->size_class[c].blocks_in_use * (class_size[c] - SMALL_GUARD_BYTES);
+        stats->allocated += stats->size_class[c].blocks_in_use * class_usable(c);
     stats->allocated += stats->large_bytes;
     stats->allocated -= quarantined->bytes < stats->allocated ? quarantined->bytes : stats->allocated;
     long peak = counters_peak();
