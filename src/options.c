@@ -27,44 +27,52 @@ struct option_row {
     long *target;            /* NULL for a text option */
     const char *doc;
     const char **text;       /* a text option's value (NULL: unset) */
+    char *copy;              /* a text option's copy (TEXT_OPTION_MAX bytes) */
 };
+
+/* A text option is kept as a copy: programs that set their title
+ * (setproctitle: redis-server, nginx, postgres) overwrite the environment
+ * strings getenv returned, and a path read later from them would be
+ * gone. Paths longer than this are refused. */
+#define TEXT_OPTION_MAX 4096
+static char stats_file_text[TEXT_OPTION_MAX], profile_path_text[TEXT_OPTION_MAX];
 
 static long check_value, verbose_value, show_stats_value, thp_value;
 
 static const struct option_row rows[] = {
     {"STRATA_PURGE_DELAY_MS", 10, 0, 3600000, &strata_options.purge_delay_ms,
-     "free memory unused for this long goes back to the OS (0: at once); a heap or the large-block cache whose memory is taken back soon after it went stretches its own delay, up to 32 times", NULL},
+     "free memory unused for this long goes back to the OS (0: at once); a heap or the large-block cache whose memory is taken back soon after it went stretches its own delay, up to 32 times", NULL, NULL},
     {"STRATA_BACKGROUND_PURGE", BACKGROUND_PURGE_AUTO, BACKGROUND_PURGE_NEVER, BACKGROUND_PURGE_AUTO, &strata_options.background_purge,
      "purger thread: 0 never, 1 from the start, 2 once there is something for it (a heap holding 4 MiB free, "
-     "an exited thread's heap, a freed large block, a block freed to another thread)", NULL},
+     "an exited thread's heap, a freed large block, a block freed to another thread)", NULL, NULL},
     {"STRATA_LIMIT_MB", 0, 0, 1L << 40, &strata_options.limit_mb,
-     "allocations that would map more than this return NULL, ENOMEM (0: none)", NULL},
+     "allocations that would map more than this return NULL, ENOMEM (0: none)", NULL, NULL},
     {"STRATA_CHECK", 0, 0, 1, &check_value,
-     "checked mode: every free validated, misuse aborts with the address", NULL},
+     "checked mode: every free validated, misuse aborts with the address", NULL, NULL},
     {"STRATA_VERBOSE", 0, 0, 1, &verbose_value,
-     "say at start that strata is in force, with its options; report every ignored foreign free and the purger's start", NULL},
-    {"STRATA_SHOW_STATS", 0, 0, 1, &show_stats_value, "print the statistics table at exit", NULL},
+     "say at start that strata is in force, with its options; report every ignored foreign free and the purger's start", NULL, NULL},
+    {"STRATA_SHOW_STATS", 0, 0, 1, &show_stats_value, "print the statistics table at exit", NULL, NULL},
     {"STRATA_THP", HUGE_PAGES_NEVER, HUGE_PAGES_NEVER, HUGE_PAGES_DENSE, &thp_value,
      "transparent huge pages: 0 never, 1 for every segment (their free slices open), 2 for the segments of a heap "
-     "that writes what it allocates, a 2 MiB range at a time (that range's free slices open)", NULL},
+     "that writes what it allocates, a 2 MiB range at a time (that range's free slices open)", NULL, NULL},
     {"STRATA_STATS_FILE", 0, 0, 0, NULL,
      "at exit, append the statistics as one JSON line to this file (what strata-run reads)",
-     &strata_options.stats_file},
+     &strata_options.stats_file, stats_file_text},
     {"STRATA_SAMPLE_MS", 0, 0, 60000, &strata_options.sample_ms,
-     "with STRATA_STATS_FILE, append the resident and allocated memory to it every this many ms (0: never)", NULL},
+     "with STRATA_STATS_FILE, append the resident and allocated memory to it every this many ms (0: never)", NULL, NULL},
     {"STRATA_QUARANTINE_BLOCKS", 256, 0, QUARANTINE_MAX_BLOCKS, &strata_options.quarantine_blocks,
-     "secure flavour: freed blocks a thread holds back from reuse, at most (0: none)", NULL},
+     "secure flavour: freed blocks a thread holds back from reuse, at most (0: none)", NULL, NULL},
     {"STRATA_QUARANTINE_KB", 256, 0, 1L << 20, &strata_options.quarantine_kb,
-     "secure flavour: bytes of freed blocks a thread holds back from reuse, at most, in KiB", NULL},
+     "secure flavour: bytes of freed blocks a thread holds back from reuse, at most, in KiB", NULL, NULL},
     {"STRATA_PROFILE", 0, 0, 0, NULL,
      "the heap profiler: sample allocations and, at exit, write the profile to this path (and .peak, .folded)",
-     &strata_options.profile_path},
+     &strata_options.profile_path, profile_path_text},
     {"STRATA_PROFILE_SAMPLE", 512 * 1024, 1, 1L << 40, &strata_options.profile_sample,
-     "with STRATA_PROFILE, one allocation sampled in about every this many bytes", NULL},
+     "with STRATA_PROFILE, one allocation sampled in about every this many bytes", NULL, NULL},
     {"STRATA_PROFILE_SEED", 0, 0, 1L << 62, &strata_options.profile_seed,
-     "with STRATA_PROFILE, the samples drawn from this seed, the same each run (0: a fresh seed)", NULL},
+     "with STRATA_PROFILE, the samples drawn from this seed, the same each run (0: a fresh seed)", NULL, NULL},
     {"STRATA_PROFILE_SIGNAL", 0, 0, 64, &strata_options.profile_signal,
-     "with STRATA_PROFILE, this signal (a number: 12 is SIGUSR2) writes the profile now, to the path with .dumpN", NULL},
+     "with STRATA_PROFILE, this signal (a number: 12 is SIGUSR2) writes the profile now, to the path with .dumpN", NULL, NULL},
 };
 
 /* Flags take one syntax, in any case: 1, yes, on, true; 0, no, off, false. */
@@ -98,7 +106,10 @@ static bool parse(const struct option_row *row, const char *text, long *out)
 static void report_malformed(const struct option_row *row, const char *value)
 {
     char message[320];
-    if (is_flag(row))
+    if (row->target == NULL)
+        snprintf(message, sizeof message, "%s is longer than %d bytes; it is ignored", row->name,
+                 TEXT_OPTION_MAX - 1);
+    else if (is_flag(row))
         snprintf(message, sizeof message, "%s=%s is not valid (a flag: " FLAG_SYNTAX "); using the default, %ld",
                  row->name, value, row->fallback);
     else
@@ -203,8 +214,17 @@ static void options_read(void)
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         const struct option_row *row = &rows[i];
         const char *text = getenv(row->name);
-        if (row->target == NULL) { /* text: taken as it is */
-            *row->text = text != NULL && *text != '\0' ? text : NULL;
+        if (row->target == NULL) { /* text: taken as it is, copied */
+            *row->text = NULL;
+            if (text == NULL || *text == '\0')
+                continue;
+            size_t length = strlen(text);
+            if (length < TEXT_OPTION_MAX) {
+                memcpy(row->copy, text, length + 1);
+                *row->text = row->copy;
+            } else {
+                report_malformed(row, text);
+            }
             continue;
         }
         *row->target = row->fallback;

@@ -98,6 +98,35 @@ else
     else bad "cxx_replaced.cc with libstrata.a does not build"; cat "$tmp/out"; fi
 fi
 
+# A program that sets its title (setproctitle) wipes the environment
+# strings strata read its options from: redis-server under strata still
+# samples its memory into STRATA_STATS_FILE and writes the exit record
+# there. A path longer than strata keeps is refused aloud.
+if ! command -v redis-server > /dev/null 2>&1 || ! command -v redis-cli > /dev/null 2>&1; then
+    bad "redis-server is not installed (apt-get install redis-server redis-tools)"
+else
+    port=$(( 30000 + $$ % 20000 ))
+    mkdir "$tmp/redis"
+    STRATA_STATS_FILE="$tmp/redis.json" STRATA_SAMPLE_MS=20 LD_PRELOAD="$LIB" redis-server --port $port \
+        --bind 127.0.0.1 --save "" --appendonly no --dir "$tmp/redis" > "$tmp/redis.log" 2>&1 &
+    redis_pid=$!
+    tries=0
+    until redis-cli -p $port ping > /dev/null 2>&1 || [ $tries -ge 200 ]; do sleep 0.05; tries=$((tries + 1)); done
+    redis-cli -p $port set key value > /dev/null 2>&1
+    sleep 0.3
+    redis-cli -p $port shutdown nosave > /dev/null 2>&1
+    wait $redis_pid
+    samples=$(grep -c '"sample_ms": .*"program": "redis-server"' "$tmp/redis.json" 2>/dev/null)
+    if [ "${samples:-0}" -ge 3 ] && tail -n 1 "$tmp/redis.json" | grep -q '^{"version": .*"program": "redis-server"'; then
+        ok "redis-server, which wipes its environment for its title, samples into STRATA_STATS_FILE ($samples samples, the exit record last)"
+    else bad "redis-server's STRATA_STATS_FILE: ${samples:-0} samples"; tail -n 3 "$tmp/redis.json" "$tmp/redis.log"; fi
+fi
+long=$(head -c 4100 /dev/zero | tr '\0' x)
+if STRATA_STATS_FILE="$tmp/$long" LD_PRELOAD="$LIB" /bin/echo > /dev/null 2> "$tmp/err" \
+    && grep -q "^strata: warning: STRATA_STATS_FILE is longer than 4095 bytes; it is ignored" "$tmp/err"; then
+    ok "a STRATA_STATS_FILE longer than 4095 bytes is refused with a warning"
+else bad "a STRATA_STATS_FILE longer than 4095 bytes"; cat "$tmp/err"; fi
+
 same python3 python3 tests/programs/alloc_heavy.py
 same zsh zsh -f tests/programs/grow.zsh
 same tclsh tclsh tests/programs/threads.tcl
