@@ -711,8 +711,18 @@ static STRATA_NOINLINE bool page_carve(struct page *page)
     if (secure_has(SECURE_ZERO)) /* every block a thread pops reads as zero */
         memset(first, 0, count * size);
     /* Each slot's last word guards the next (block_guards.h), the lead's
-     * the page's first block. */
-    for (size_t i = 0; i <= count; i++)
+     * the page's first block. A carve after the first finds its first
+     * block's guard written by the one before, in the last slot carved
+     * then: a write past that slot's block (32 bytes copied past a 4 KiB
+     * block, which glibc's next chunk's size word stops) is reported now,
+     * not carved over. */
+    size_t i = 0;
+    if (page->capacity != 0) {
+        if (unlikely(!guard_word_intact(first)))
+            report_fatal("write past the end of a block (the guard word after it is overwritten)", first - size);
+        i = 1;
+    }
+    for (; i <= count; i++)
         guard_set(first + i * size);
     if (secure_has(SECURE_RANDOM) && count > 1) {
         carve_shuffled(page, first, count);

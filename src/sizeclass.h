@@ -12,9 +12,15 @@
 #include "platform.h"
 
 #define CLASS_COUNT 71                    /* 16..64 by 8, 4 per doubling to 4 KiB, then 8 */
-#define COARSE_MAX ((size_t)4096)         /* the last class of four a doubling */
+#define COARSE_MAX ((size_t)4096)         /* where the classes of four a doubling end */
+/* The last class of four a doubling: not 4 KiB but a 4 KiB request with
+ * its guard word, 16-aligned (glibc's chunk for it is 4112 too). The
+ * commonest buffer size then wastes 16 bytes, not the 512 of the next
+ * class, and a write past its end reaches the guard of the block above
+ * it, as it reaches glibc's next chunk's size word. */
+#define COARSE_LAST_SLOT (COARSE_MAX + 16)
 #define SMALL_MAX ((size_t)128 * 1024)   /* largest class; above: mapped */
-#define DIRECT_MAX ((size_t)1024)         /* sizes served by the direct table */
+#define DIRECT_MAX COARSE_LAST_SLOT       /* sizes served by the direct table */
 #define DIRECT_COUNT (DIRECT_MAX / 8 + 1)
 /* Above DIRECT_MAX classes are at least 128 bytes apart and their sizes
  * multiples of 128: a second table serves the rest of the small sizes. */
@@ -48,7 +54,7 @@ static inline uint64_t block_key(uint64_t multiplier, uint32_t offset)
     return (uint64_t)offset * multiplier;
 }
 
-/* The classes of 64 bytes to COARSE_MAX: 7 (80 bytes) to 30. */
+/* The classes of 64 bytes to COARSE_LAST_SLOT: 7 (80 bytes) to 30. */
 #define COARSE_FIRST 7
 #define COARSE_COUNT 24
 
@@ -61,6 +67,8 @@ static inline unsigned size_class(size_t size)
         unsigned within = (unsigned)(((size - 1) >> (top - 2)) & 3);
         return COARSE_FIRST + (top - 6) * 4 + within;
     }
+    if (size <= COARSE_LAST_SLOT)
+        return COARSE_FIRST + COARSE_COUNT - 1;
     unsigned within = (unsigned)(((size - 1) >> (top - 3)) & 7);
     return COARSE_FIRST + COARSE_COUNT + (top - 12) * 8 + within;
 }

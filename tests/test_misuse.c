@@ -341,6 +341,26 @@ static int small_underflow_first(void)
     return 0;
 }
 
+/* 32 bytes copied past a 4096-byte block, the last its page has carved
+ * (a child's first four blocks of the size are its page's first carve:
+ * layout.h, PAGE_CARVE_MIN_BLOCKS), then the next of its size: the carve
+ * that makes it finds its guard word overwritten (glibc: the top chunk's
+ * size word). */
+static int small_overflow_carved(void)
+{
+    char *block[4], *highest = NULL;
+    for (int i = 0; i < 4; i++) {
+        block[i] = m_malloc(4096);
+        if (highest == NULL || block[i] > highest)
+            highest = block[i];
+    }
+    say_address(highest);
+    memset(highest, 'O', 4096 + 32);
+    char *next = m_malloc(4096);
+    m_free(next);
+    return 0;
+}
+
 /* 16 bytes written before a block of `size`, then its free by another
  * thread. */
 static int underflow_remote(size_t size)
@@ -516,6 +536,7 @@ static const struct misuse misuses[] = {
     {{"large-double", large_double}, "a large block (8 MiB) freed twice", "double free"},
     {{"small-underflow", small_underflow}, "a byte written before a small block (64 bytes), then its free", "write before the start of a block"},
     {{"small-underflow-first", small_underflow_first}, "a page's first block (4000 bytes) with 32 bytes written before it, then its free", "write before the start of a block"},
+    {{"small-overflow-carved", small_overflow_carved}, "a page's last carved block (4096 bytes) with 32 bytes copied past it, then a block of its size", "write past the end of a block"},
     {{"small-underflow-remote", small_underflow_remote}, NULL, "write before the start of a block"},
     {{"medium-underflow", medium_underflow}, "a byte written before a medium block (1 MiB), then its free", "write before the start of a block"},
     {{"medium-overflow", medium_overflow}, "a byte written past a medium block's size (1 MiB), then its free", "write past the end of a block"},

@@ -19,6 +19,7 @@
 #include "check.h"
 #include "checkers.h"
 #include "bins.h"
+#include "block_guards.h"
 #include "core.h"
 #include "heap_private.h"
 #include "strata.h"
@@ -62,6 +63,7 @@ static int corrupt_current_page(void)
     unsigned c48 = request_class(48);
     struct page *page = page_of(segment_of(p), p);
     page->capacity++; /* one block more than its lists and bins hold */
+    guard_set(page_blocks(page) + (size_t)page->capacity * page->block_size); /* as its carve would have */
     size_t drain = bin_count(heap, &heap->bins[c48]) + 1;
     for (size_t i = 0; i < drain; i++)
         strata_malloc(48);
@@ -384,10 +386,12 @@ static void test_carve_populates(void)
     uintptr_t page_mask = ~(uintptr_t)(os_page - 1);
     strata_trim(); /* the free slices purged: the next pages come on clean ones */
     int counter = trap_counter();
-    char *p = strata_malloc(os_page - SMALL_GUARD_BYTES); /* the first of its class here: a new page, 4 blocks carved */
+    /* The first of its class here: a new page, 4 blocks carved (3584: the
+     * largest class below an OS page, 4096 bytes' being 4112). */
+    char *p = strata_malloc(3584 - SMALL_GUARD_BYTES);
     long traps = counter >= 0 ? traps_counted(counter) : -1;
     struct page *page = page_of(segment_of(p), p);
-    CHECK_CMP(page->block_size, ==, os_page);
+    CHECK_CMP(page->block_size, ==, 3584);
     CHECK(page->capacity > 0 && page->capacity < page->reserved);
     uintptr_t from = ((uintptr_t)page_blocks(page) - 8) & page_mask;
     uintptr_t to = ((uintptr_t)page_blocks(page) + (size_t)page->capacity * page->block_size + os_page - 1) & page_mask;

@@ -80,7 +80,9 @@ static void test_class_sizes(void)
     CHECK_CMP(class_size[size_class(129)], ==, 160);
     CHECK_CMP(class_size[size_class(3073)], ==, 3584);
     CHECK_CMP(size_class(4096) - size_class(2048), ==, 4);
-    CHECK_CMP(class_size[size_class(4097)], ==, 4608);
+    CHECK_CMP(class_size[size_class(4096)], ==, 4112); /* COARSE_LAST_SLOT */
+    CHECK_CMP(class_size[size_class(4112)], ==, 4112);
+    CHECK_CMP(class_size[size_class(4113)], ==, 4608);
     CHECK_CMP(size_class(8192) - size_class(4096), ==, 8);
 }
 
@@ -142,12 +144,15 @@ static void test_requests(void)
     CHECK(aligned);
     if (SMALL_GUARD_BYTES != 0) {
         /* malloc(0) and 16 bytes in 32-byte slots, 16-aligned, as glibc's
-         * chunks; 1 to 8 in 24 (glibc's 32); 4096 in 4608 (glibc's 4112). */
+         * chunks; 1 to 8 in 24 (glibc's 32); 4096 in 4112, as glibc's. */
         CHECK_CMP(class_size[request_class(0)], ==, 32);
         CHECK_CMP(class_size[request_class(8)], ==, 24);
         CHECK_CMP(class_size[request_class(16)], ==, 32);
-        CHECK_CMP(class_size[request_class(4088)], ==, 4096);
-        CHECK_CMP(class_size[request_class(4096)], ==, 4608);
+        CHECK_CMP(class_size[request_class(3576)], ==, 3584);
+        CHECK_CMP(class_size[request_class(3577)], ==, 4112);
+        CHECK_CMP(class_size[request_class(4096)], ==, 4112);
+        CHECK_CMP(class_size[request_class(4104)], ==, 4112);
+        CHECK_CMP(class_size[request_class(4105)], ==, 4608);
     }
 }
 
