@@ -233,6 +233,13 @@ size_t bins_growth_budget(void)
                                            : share;
 }
 
+/* The most blocks a bin of the class grows to (heap.h). */
+static uint32_t bin_grown_most(unsigned class_index)
+{
+    size_t most = BIN_GROWN_MAX_BYTES / class_size[class_index];
+    return most < BIN_MAX_BLOCKS ? (uint32_t)most : BIN_MAX_BLOCKS;
+}
+
 /* Records a refill or a flush of the class. A refill after a flush grows
  * the bin by half, the budget allowing: the class swings between the bin
  * and its pages. (A flush never grows it instead of flushing: the flush's
@@ -247,9 +254,12 @@ static void bin_note(struct heap *heap, unsigned class_index, unsigned event)
         return;
     struct bin *bin = &heap->bins[class_index];
     uint32_t limit = bin_limit(heap, bin);
+    uint32_t most = bin_grown_most(class_index);
+    if (limit >= most)
+        return;
     uint32_t grow = limit / 2;
-    if (grow > BIN_MAX_BLOCKS - limit)
-        grow = BIN_MAX_BLOCKS - limit;
+    if (grow > most - limit)
+        grow = most - limit;
     size_t bytes = (size_t)grow * class_size[class_index];
     if (grow == 0 || heap->bin_growth + bytes > bins_growth_budget())
         return;

@@ -19,7 +19,10 @@
  * paths no more often than each half of it did (the server table took
  * 1.095x the time with 32). A class
  * whose blocks swing between the bin and its pages (a refill after a flush)
- * grows its bin by half, up to BIN_MAX_BLOCKS, while the heap's growth stays
+ * grows its bin by half, up to BIN_MAX_BLOCKS and BIN_GROWN_MAX_BYTES of
+ * blocks (one class of large blocks swinging took half the budget:
+ * redis-server's 16 KiB buffers grew their bin to 211 blocks of 18432
+ * bytes, 3.9 MB, and its peak 2.5 MB), while the heap's growth stays
  * within its budget (bins_growth_budget): a BIN_GROWTH_SHARE-th of the
  * thread's share of what the program holds, between HEAP_BIN_GROWTH_MIN and
  * HEAP_BIN_GROWTH_BYTES, so that a program holding little keeps little in
@@ -29,6 +32,7 @@
 #define BIN_MIN_BLOCKS PAGE_CARVE_MIN_BLOCKS
 #define BIN_BASE_MAX_BLOCKS 256
 #define BIN_MAX_BLOCKS 1024
+#define BIN_GROWN_MAX_BYTES ((size_t)1 << 20)
 #define HEAP_BIN_GROWTH_BYTES ((size_t)8 << 20)
 #define HEAP_BIN_GROWTH_MIN ((size_t)256 << 10)
 #define BIN_GROWTH_SHARE 4

@@ -179,6 +179,22 @@ static void test_adaptive_bins(void)
     CHECK_CMP(heap->bin_growth, >=, (size_t)(grown - base) * 8192);
     CHECK_SOUND(heap_check(heap));
 
+    /* A class of large blocks swinging grows its bin up to
+     * BIN_GROWN_MAX_BYTES of them, not to BIN_MAX_BLOCKS (the budget has
+     * room for more); its free bursts drain it, its limit kept aside. */
+    unsigned large = request_class(16384);
+    struct bin *large_bin = &heap->bins[large];
+    size_t before_growth = heap->bin_growth;
+    swing(16384, 160, 12);
+    uint32_t large_grown = heap->bin_drained_limit[large] ? heap->bin_drained_limit[large] : bin_limit(heap, large_bin);
+    CHECK_CMP(class_size[large], ==, 18432);
+    CHECK_CMP(large_grown, >, BIN_MIN_BLOCKS);
+    CHECK_CMP((size_t)large_grown * class_size[large], <=, BIN_GROWN_MAX_BYTES);
+    CHECK_CMP(large_grown, ==, (uint32_t)(BIN_GROWN_MAX_BYTES / class_size[large]));
+    CHECK_CMP(heap->bin_growth + BIN_GROWN_MAX_BYTES, <, HEAP_BIN_GROWTH_BYTES);
+    CHECK_CMP(heap->bin_growth, >, before_growth);
+    CHECK_SOUND(heap_check(heap));
+
     /* Every class swinging: the growth goes past the floor and stops at
      * the ceiling. */
     for (size_t size = 16; size <= SMALL_MAX; size += size / 4)
