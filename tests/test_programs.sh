@@ -105,16 +105,17 @@ fi
 if ! command -v redis-server > /dev/null 2>&1 || ! command -v redis-cli > /dev/null 2>&1; then
     bad "redis-server is not installed (apt-get install redis-server redis-tools)"
 else
-    port=$(( 30000 + $$ % 20000 ))
+    # A socket of its own, no TCP port: nothing else can hold it.
     mkdir "$tmp/redis"
-    STRATA_STATS_FILE="$tmp/redis.json" STRATA_SAMPLE_MS=20 LD_PRELOAD="$LIB" redis-server --port $port \
-        --bind 127.0.0.1 --save "" --appendonly no --dir "$tmp/redis" > "$tmp/redis.log" 2>&1 &
+    socket="$tmp/redis/redis.sock"
+    STRATA_STATS_FILE="$tmp/redis.json" STRATA_SAMPLE_MS=20 LD_PRELOAD="$LIB" redis-server --port 0 \
+        --unixsocket "$socket" --save "" --appendonly no --dir "$tmp/redis" > "$tmp/redis.log" 2>&1 &
     redis_pid=$!
     tries=0
-    until redis-cli -p $port ping > /dev/null 2>&1 || [ $tries -ge 200 ]; do sleep 0.05; tries=$((tries + 1)); done
-    redis-cli -p $port set key value > /dev/null 2>&1
+    until redis-cli -s "$socket" ping > /dev/null 2>&1 || [ $tries -ge 200 ]; do sleep 0.05; tries=$((tries + 1)); done
+    redis-cli -s "$socket" set key value > /dev/null 2>&1
     sleep 0.3
-    redis-cli -p $port shutdown nosave > /dev/null 2>&1
+    redis-cli -s "$socket" shutdown nosave > /dev/null 2>&1
     wait $redis_pid
     samples=$(grep -c '"sample_ms": .*"program": "redis-server"' "$tmp/redis.json" 2>/dev/null)
     if [ "${samples:-0}" -ge 3 ] && tail -n 1 "$tmp/redis.json" | grep -q '^{"version": .*"program": "redis-server"'; then
