@@ -1,8 +1,8 @@
 /* sizeclass.c: the size classes. 16..64 bytes in steps of 8, then four
  * classes per doubling up to 4 KiB (COARSE_MAX), rounding wasting less
  * than 25% of the size, as jemalloc's, mimalloc's and snmalloc's classes
- * do, the last of them 4 KiB and 16 bytes (sizeclass.h, COARSE_LAST_SLOT),
- * then eight per doubling up to SMALL_MAX (at most 12.5%). Each class
+ * do, then 4 KiB and 16 bytes (sizeclass.h, COARSE_LAST_SLOT), then eight
+ * per doubling up to SMALL_MAX (at most 12.5%). Each class
  * costs each heap a bin and partly used pages: with eight a doubling below
  * 4 KiB those held as much as the live blocks on the random lifetimes
  * table (docs/design.md). Above 4 KiB a block spans pages and the slots'
@@ -27,9 +27,9 @@ void sizeclass_init(void)
         uint32_t base = (uint32_t)64 << ((c - COARSE_FIRST) / 4);
         class_size[c] = base + ((c - COARSE_FIRST) % 4 + 1) * (base / 4);
     }
-    class_size[COARSE_FIRST + COARSE_COUNT - 1] = COARSE_LAST_SLOT;
-    for (unsigned c = COARSE_FIRST + COARSE_COUNT; c < CLASS_COUNT; c++) {
-        unsigned after = c - COARSE_FIRST - COARSE_COUNT;
+    class_size[COARSE_LAST_SLOT_CLASS] = COARSE_LAST_SLOT;
+    for (unsigned c = COARSE_LAST_SLOT_CLASS + 1; c < CLASS_COUNT; c++) {
+        unsigned after = c - COARSE_LAST_SLOT_CLASS - 1;
         uint32_t base = (uint32_t)COARSE_MAX << (after / 8);
         class_size[c] = base + (after % 8 + 1) * (base / 8);
     }

@@ -11,14 +11,16 @@
 
 #include "platform.h"
 
-#define CLASS_COUNT 71                    /* 16..64 by 8, 4 per doubling to 4 KiB, then 8 */
-#define COARSE_MAX ((size_t)4096)         /* where the classes of four a doubling end */
-/* The last class of four a doubling: not 4 KiB but a 4 KiB request with
- * its guard word, 16-aligned (glibc's chunk for it is 4112 too). The
- * commonest buffer size then wastes 16 bytes, not the 512 of the next
- * class, and a write past its end reaches the guard of the block above
- * it, as it reaches glibc's next chunk's size word. */
+#define CLASS_COUNT 72                    /* 16..64 by 8, 4 per doubling to 4 KiB, 4112, then 8 */
+#define COARSE_MAX ((size_t)4096)         /* the last class of four a doubling */
+/* A class of its own after it: a 4 KiB request with its guard word,
+ * 16-aligned (glibc's chunk for it is 4112 too). The commonest buffer
+ * size then wastes 16 bytes, not the 512 of the next class, and a write
+ * past its end reaches the guard of the block above it, as it reaches
+ * glibc's next chunk's size word. (The 4096-byte class stays: its blocks
+ * are page-aligned, and serve aligned allocations up to 4088 bytes.) */
 #define COARSE_LAST_SLOT (COARSE_MAX + 16)
+#define COARSE_LAST_SLOT_CLASS (COARSE_FIRST + COARSE_COUNT)
 #define SMALL_MAX ((size_t)128 * 1024)   /* largest class; above: mapped */
 #define DIRECT_MAX COARSE_LAST_SLOT       /* sizes served by the direct table */
 #define DIRECT_COUNT (DIRECT_MAX / 8 + 1)
@@ -54,7 +56,7 @@ static inline uint64_t block_key(uint64_t multiplier, uint32_t offset)
     return (uint64_t)offset * multiplier;
 }
 
-/* The classes of 64 bytes to COARSE_LAST_SLOT: 7 (80 bytes) to 30. */
+/* The classes of 64 bytes to COARSE_MAX: 7 (80 bytes) to 30. */
 #define COARSE_FIRST 7
 #define COARSE_COUNT 24
 
@@ -68,9 +70,9 @@ static inline unsigned size_class(size_t size)
         return COARSE_FIRST + (top - 6) * 4 + within;
     }
     if (size <= COARSE_LAST_SLOT)
-        return COARSE_FIRST + COARSE_COUNT - 1;
+        return COARSE_LAST_SLOT_CLASS;
     unsigned within = (unsigned)(((size - 1) >> (top - 3)) & 7);
-    return COARSE_FIRST + COARSE_COUNT + (top - 12) * 8 + within;
+    return COARSE_LAST_SLOT_CLASS + 1 + (top - 12) * 8 + within;
 }
 
 /* The word at the end of each small slot that guards the slot above it

@@ -402,12 +402,10 @@ static void test_carve_populates(void)
     uintptr_t page_mask = ~(uintptr_t)(os_page - 1);
     strata_trim(); /* the free slices purged: the next pages come on clean ones */
     int counter = trap_counter();
-    /* The first of its class here: a new page, 4 blocks carved (3584: the
-     * largest class below an OS page, 4096 bytes' being 4112). */
-    char *p = strata_malloc(3584 - SMALL_GUARD_BYTES);
+    char *p = strata_malloc(os_page - SMALL_GUARD_BYTES); /* the first of its class here: a new page, 4 blocks carved */
     long traps = counter >= 0 ? traps_counted(counter) : -1;
     struct page *page = page_of(segment_of(p), p);
-    CHECK_CMP(page->block_size, ==, 3584);
+    CHECK_CMP(page->block_size, ==, os_page);
     CHECK(page->capacity > 0 && page->capacity < page->reserved);
     uintptr_t from = ((uintptr_t)page_blocks(page) - 8) & page_mask;
     uintptr_t to = ((uintptr_t)page_blocks(page) + (size_t)page->capacity * page->block_size + os_page - 1) & page_mask;

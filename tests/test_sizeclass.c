@@ -80,10 +80,11 @@ static void test_class_sizes(void)
     CHECK_CMP(class_size[size_class(129)], ==, 160);
     CHECK_CMP(class_size[size_class(3073)], ==, 3584);
     CHECK_CMP(size_class(4096) - size_class(2048), ==, 4);
-    CHECK_CMP(class_size[size_class(4096)], ==, 4112); /* COARSE_LAST_SLOT */
+    CHECK_CMP(class_size[size_class(4096)], ==, 4096);
+    CHECK_CMP(class_size[size_class(4097)], ==, 4112); /* COARSE_LAST_SLOT */
     CHECK_CMP(class_size[size_class(4112)], ==, 4112);
     CHECK_CMP(class_size[size_class(4113)], ==, 4608);
-    CHECK_CMP(size_class(8192) - size_class(4096), ==, 8);
+    CHECK_CMP(size_class(8192) - size_class(4096), ==, 9); /* eight a doubling, and 4112 */
 }
 
 /* Every size maps to the smallest class that holds it, within 25% of the
@@ -149,7 +150,9 @@ static void test_requests(void)
         CHECK_CMP(class_size[request_class(8)], ==, 24);
         CHECK_CMP(class_size[request_class(16)], ==, 32);
         CHECK_CMP(class_size[request_class(3576)], ==, 3584);
-        CHECK_CMP(class_size[request_class(3577)], ==, 4112);
+        CHECK_CMP(class_size[request_class(3577)], ==, 4096);
+        CHECK_CMP(class_size[request_class(4088)], ==, 4096);
+        CHECK_CMP(class_size[request_class(4089)], ==, 4112);
         CHECK_CMP(class_size[request_class(4096)], ==, 4112);
         CHECK_CMP(class_size[request_class(4104)], ==, 4112);
         CHECK_CMP(class_size[request_class(4105)], ==, 4608);
