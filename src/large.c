@@ -501,7 +501,12 @@ void *large_alloc(size_t size, size_t alignment, bool zero)
     bool tail_cached = false;
     pthread_mutex_lock(&large_lock);
     size_t n = cache_expire(expired, false);
-    if (alignment <= LARGE_HEADER) { /* cached mappings are only page-aligned */
+    /* Cached mappings are page-aligned: a block aligned to a page or less
+     * lies at its alignment (the offset) in any of them. (Taken for
+     * alignments up to LARGE_HEADER only, posix_memalign(4096, 4096) and
+     * its free mapped and unmapped a mapping each: 11 us a pair, glibc's
+     * 110 ns.) */
+    if (alignment <= page) {
         base = cache_take(map_size, 2 * map_size, &map_size);
         if (base == NULL)
             base = cache_take_resizable(map_size, &resize_from); /* leaves resize_from 0 if none */

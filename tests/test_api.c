@@ -243,6 +243,30 @@ static void test_large_cache_sizes(void)
     }
 }
 
+/* Blocks aligned to an OS page or less that no class serves (4096
+ * bytes aligned to 4096) come from the mapping cache like any large
+ * block: replaced one at a time, no new mapping after the first. (Taken
+ * only for alignments up to 64 bytes, each pair cost a mapping and an
+ * unmapping.) */
+static void test_aligned_cached(void)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    unsigned char *p = strata_aligned_alloc(page, 2 * page);
+    CHECK(p != NULL && ((uintptr_t)p & (page - 1)) == 0);
+    strata_free(p);
+    size_t maps = os_map_count();
+    for (int i = 0; i < 64; i++) {
+        p = strata_aligned_alloc(i % 2 ? page : 128, 2 * page - 16 * (size_t)i);
+        CHECK(p != NULL && ((uintptr_t)p & ((i % 2 ? page : 128) - 1)) == 0);
+        fill(p, 2 * page - 16 * (size_t)i, (unsigned char)i);
+        CHECK(filled(p, 2 * page - 16 * (size_t)i, (unsigned char)i));
+        strata_free(p);
+    }
+    /* The secure flavour never hands the mapping freed last back at once. */
+    if (!TEST_SECURE)
+        CHECK_CMP(os_map_count(), ==, maps);
+}
+
 static void test_aligned(void)
 {
     for (size_t align = 1; align <= ((size_t)64 << 20); align *= 2) {
@@ -470,6 +494,7 @@ static const struct check_test tests[] = {
     {"large_growth", test_large_growth},
     {"large_reuse", test_large_reuse},
     {"large_cache_sizes", test_large_cache_sizes},
+    {"aligned_cached", test_aligned_cached},
     {"aligned", test_aligned},
     {"usable_size", test_usable_size},
     {"zero_size", test_zero_size},
