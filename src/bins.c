@@ -590,7 +590,7 @@ void heap_free_block(void *p)
 void free_misuse(const void *p, bool guard)
 {
     if (guard && small_guard_broken(p))
-        report_guard_overwritten(p);
+        report_guard_overwritten(p, small_block_below(p));
     report_fatal("double free", p);
 }
 

@@ -376,13 +376,6 @@ static STRATA_ALWAYS_INLINE bool small_guard_broken(const void *p)
     return SMALL_GUARD_BYTES != 0 && !small_guard_intact(p);
 }
 
-/* small_guard_broken's answer reported, for the slow paths. */
-static inline void small_guard_check(const void *p)
-{
-    if (unlikely(small_guard_broken(p)))
-        report_guard_overwritten(p);
-}
-
 /* The same, asked by any thread: by one the program handed the block, the
  * key's store by the carve is relaxed, as is this load, and the hand-out
  * orders them. (The owner's inline free reads the key plainly: an atomic
@@ -545,6 +538,24 @@ static inline unsigned slice_of(const void *p)
 static inline struct page *page_of(struct segment *segment, const void *p)
 {
     return &segment->pages[segment->slices[slice_of(p)].page_slice];
+}
+
+/* The block below a carved small block p in its page, whose slot holds
+ * p's guard word, or NULL for the page's first block (its guard lies in
+ * the lead). */
+static inline const void *small_block_below(const void *p)
+{
+    const struct segment *segment = segment_of(p);
+    uint32_t offset = (uint32_t)((uintptr_t)p & SEGMENT_MASK);
+    const struct slice *slice = &segment->slices[offset >> SLICE_SHIFT];
+    return slice_page_offset(slice, offset) == 0 ? NULL : (const char *)p - class_size[slice->class_index];
+}
+
+/* small_guard_broken's answer reported, for the slow paths. */
+static inline void small_guard_check(const void *p)
+{
+    if (unlikely(small_guard_broken(p)))
+        report_guard_overwritten(p, small_block_below(p));
 }
 
 /* ---- The secure flavour's block states ----------------------------------

@@ -7,8 +7,10 @@
 
 STRATA_COLD _Noreturn void report_fatal(const char *what, const void *address);
 STRATA_COLD void report_warning(const char *what, const void *address);
-/* A small block's guard word is overwritten (layout.h, small_guard_word). */
-STRATA_COLD _Noreturn void report_guard_overwritten(const void *address);
+/* A small block's guard word is overwritten (layout.h, small_guard_word):
+ * by a write before it, or past the end of the block `below` it in its
+ * page (NULL for a page's first block, whose guard lies in the lead). */
+STRATA_COLD _Noreturn void report_guard_overwritten(const void *address, const void *below);
 /* A broken invariant in the debug build: file, line, expression, values. */
 STRATA_COLD _Noreturn void report_assert(const char *file, int line, const char *expression,
                                          const char *format, ...) STRATA_PRINTF(4, 5);

@@ -341,6 +341,32 @@ static int small_underflow_first(void)
     return 0;
 }
 
+/* 16 bytes written past a 64-byte block, reaching the guard word of the
+ * block above it in its page (the usable size is 72: its slot is 80),
+ * then both freed: the upper one's free reports it, naming both (the
+ * secure flavour's canary stops the lower one's). (Blocks are taken
+ * until two lie side by side.) */
+static int small_overflow_next(void)
+{
+    enum { COUNT = 64 };
+    char *block[COUNT];
+    for (int i = 0; i < COUNT; i++) {
+        block[i] = m_malloc(64);
+        for (int j = 0; j < i; j++) {
+            char *low = block[j] < block[i] ? block[j] : block[i];
+            char *high = block[j] < block[i] ? block[i] : block[j];
+            if (high - low == 80) {
+                say_address(low);
+                memset(low + 64, 'O', 16);
+                m_free(low);
+                m_free(high);
+                return 0;
+            }
+        }
+    }
+    return 3;
+}
+
 /* 32 bytes copied past a 4096-byte block, the last its page has carved
  * (a child's first four blocks of the size are its page's first carve:
  * layout.h, PAGE_CARVE_MIN_BLOCKS), then the next of its size: the carve
@@ -536,6 +562,7 @@ static const struct misuse misuses[] = {
     {{"large-double", large_double}, "a large block (8 MiB) freed twice", "double free"},
     {{"small-underflow", small_underflow}, "a byte written before a small block (64 bytes), then its free", "write before the start of a block"},
     {{"small-underflow-first", small_underflow_first}, "a page's first block (4000 bytes) with 32 bytes written before it, then its free", "write before the start of a block"},
+    {{"small-overflow-next", small_overflow_next}, "a small block (64 bytes) with 16 bytes written past it, then it and the block above it freed", "past the end of the block below it"},
     {{"small-overflow-carved", small_overflow_carved}, "a page's last carved block (4096 bytes) with 32 bytes copied past it, then a block of its size", "write past the end of a block"},
     {{"small-underflow-remote", small_underflow_remote}, NULL, "write before the start of a block"},
     {{"medium-underflow", medium_underflow}, "a byte written before a medium block (1 MiB), then its free", "write before the start of a block"},
