@@ -545,9 +545,8 @@ static inline struct page *page_of(struct segment *segment, const void *p)
  * the lead). */
 static inline const void *small_block_below(const void *p)
 {
-    const struct segment *segment = segment_of(p);
+    const struct slice *slice = &segment_of(p)->slices[slice_of(p)];
     uint32_t offset = (uint32_t)((uintptr_t)p & SEGMENT_MASK);
-    const struct slice *slice = &segment->slices[offset >> SLICE_SHIFT];
     return slice_page_offset(slice, offset) == 0 ? NULL : (const char *)p - class_size[slice->class_index];
 }
 
