@@ -1,7 +1,7 @@
 /* sizeclass.h: the size classes, which every layer above the OS layer
  * shares. 16..64 bytes in steps of 8, four classes per doubling up to
- * COARSE_MAX, then eight up to SMALL_MAX; the tables are filled once by
- * config_init. */
+ * COARSE_MAX, one of COARSE_LAST_SLOT, then eight up to SMALL_MAX; the
+ * tables are filled once by config_init. */
 #ifndef STRATA_SIZECLASS_H
 #define STRATA_SIZECLASS_H
 
