@@ -117,6 +117,23 @@ static STRATA_NOINLINE void *alloc_sampled(size_t size, size_t chance_bytes, siz
     return p;
 }
 
+/* Whether the heap profiler's samples of the bins' sizes stay where the
+ * bin gives them, marked in their guard words (profile.h,
+ * profile_sample_mark): the default flavour's. The secure flavour's blocks
+ * keep no such word; its samples are slots (alloc_sampled). */
+#define SAMPLES_IN_PLACE (!STRATA_SECURE_BUILD && SMALL_GUARD_BYTES != 0)
+
+/* A bin's block sampled where it is (SAMPLES_IN_PLACE), or left unsampled
+ * when no sample is taken or no record is to be had. */
+static STRATA_NOINLINE void *sample_in_place(void *block, size_t size, unsigned class_index,
+                                             const struct stack_start *start)
+{
+    struct profile_sample sample;
+    if (profile_sample_take(size, class_size[class_index], start, &sample) && !profile_sample_mark(block, &sample))
+        profile_sample_release(&sample);
+    return block;
+}
+
 /* A block of the class for a request of `size` bytes (the heap profiler's
  * figure for a sample) when the bin has none to give inline. */
 static STRATA_NOINLINE void *alloc_class_slow(unsigned class_index, size_t size)
@@ -124,17 +141,23 @@ static STRATA_NOINLINE void *alloc_class_slow(unsigned class_index, size_t size)
     struct heap *heap = calling_heap();
     if (unlikely(heap == NULL))
         return NULL;
+    /* The stack is walked from here: the frames below are strata's. */
+    struct stack_start start;
+    bool sample = false;
     if (unlikely(bin_countdown_take(heap, class_index))) {
-        /* As aligned as the class's blocks (an aligned allocation's). */
-        size_t alignment = class_size[class_index] & -class_size[class_index];
-        /* The stack is walked from here: the frames below are strata's. */
-        struct stack_start start;
         stack_start_here(&start);
-        void *block = alloc_sampled(size, class_size[class_index], alignment, false, &start);
+        void *block = NULL;
+        if (SAMPLES_IN_PLACE) {
+            sample = profile_on;
+        } else {
+            /* As aligned as the class's blocks (an aligned allocation's). */
+            size_t alignment = class_size[class_index] & -class_size[class_index];
+            block = alloc_sampled(size, class_size[class_index], alignment, false, &start);
+        }
         if (block == NULL)
             block = bin_pop_uncounted(heap, class_index);
         if (block != NULL)
-            return block;
+            return sample ? sample_in_place(block, size, class_index, &start) : block;
     }
     void *block = heap_bin_refill(heap, class_index);
     if (STRATA_DEBUG_BUILD)
@@ -144,6 +167,8 @@ static STRATA_NOINLINE void *alloc_class_slow(unsigned class_index, size_t size)
         block = heap_bin_refill(heap, class_index);
     if (unlikely(block == NULL))
         errno = ENOMEM;
+    else if (sample)
+        block = sample_in_place(block, size, class_index, &start);
     return block;
 }
 

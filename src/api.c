@@ -121,8 +121,13 @@ void *api_realloc(void *ptr, size_t size)
         /* In place, unless a size that asks for 16-byte alignment would
          * keep a block of a class that only gives 8. */
         if (size <= old_size && size >= old_size / 2 &&
-            !((size & 15) == 0 && ((uintptr_t)ptr & 15) != 0))
+            !((size & 15) == 0 && ((uintptr_t)ptr & 15) != 0)) {
+            /* A realloc is a free and an allocation: the block kept in
+             * place goes unsampled from now on. */
+            if (unlikely(profile_on) && old_size <= SMALL_MAX)
+                small_guard_check(ptr);
             return ptr;
+        }
         /* A medium block grows into the free slices after it. */
         if (size > old_size && old_size > SMALL_MAX && heap_medium_grow(ptr, size))
             return ptr;

@@ -587,10 +587,13 @@ void heap_free_block(void *p)
     free_unkept(free_segment_page(p), p);
 }
 
-void free_misuse(const void *p, bool guard)
+void free_unchecked_block(void *p, bool guard)
 {
-    if (guard && small_guard_broken(p))
-        report_guard_overwritten(p, small_block_below(p));
+    if (guard && small_guard_broken(p)) {
+        release_sample_or_report_guard(p);
+        heap_free_validated(p);
+        return;
+    }
     report_fatal("double free", p);
 }
 

@@ -10,12 +10,25 @@
 #ifndef STRATA_BINS_H
 #define STRATA_BINS_H
 
+#include "core.h"
 #include "heap.h"
 #include "profile.h"
 
-/* A freed block's misuse, found by bin_push_guarded: the guard word below
- * it overwritten (`guard`: the caller checked it), else a double free. */
-STRATA_NOINLINE STRATA_COLD _Noreturn void free_misuse(const void *p, bool guard);
+/* A freed block that bin_push_guarded's checks did not let by: with
+ * `guard` (the caller asked for the guard word's check), the heap
+ * profiler's sample, freed here (its record released, then the block freed
+ * through heap_free_validated), else a misuse reported: the guard word below
+ * the block overwritten, or a double free. Returns only from a sample's
+ * free. */
+STRATA_NOINLINE STRATA_COLD void free_unchecked_block(void *p, bool guard);
+
+/* small_guard_broken's answer settled, for the paths that free another
+ * heap's block: after it, the guard word is intact. */
+static inline void small_guard_check(void *p)
+{
+    if (unlikely(small_guard_broken(p)))
+        release_sample_or_report_guard(p);
+}
 
 /* ---- the inline paths ----------------------------------------------------
  * An allocation pops its class's bin, a free pushes onto it; each makes
@@ -87,14 +100,19 @@ static inline void *bin_pop_uncounted(struct heap *heap, unsigned class_index)
  * free at the free that makes it, whichever list holds the block (this
  * bin, a page's free list, a remote list, another thread's bin), since
  * every hand-out clears the check word; and, with `guard`, the guard word
- * below it (layout.h, small_guard_broken: a write before its start). Both
- * go to one report (free_misuse), which tells them apart, so that the free
- * sets up no frame on the path that reports nothing. The word is tested as
- * computed: read back after its atomic store, it would be loaded again. */
+ * below it (layout.h, small_guard_broken: a write before its start, or
+ * the heap profiler's mark of a sample). Both go to one call
+ * (free_unchecked_block), which tells them apart and frees a sample
+ * itself, the bin left as it was (false: not past its limit), so that the
+ * free sets up no frame on the path that reports nothing (the call is its
+ * tail). The word is tested as computed: read back after its atomic store,
+ * it would be loaded again. */
 static STRATA_ALWAYS_INLINE bool bin_push_guarded(struct bin *bin, struct block *block, bool guard)
 {
-    if (unlikely(guard && small_guard_broken(block)) || unlikely(block_is_free(block)))
-        free_misuse(block, guard);
+    if (unlikely(guard && small_guard_broken(block)) || unlikely(block_is_free(block))) {
+        free_unchecked_block(block, guard); /* a sample's free returns: the bin as it was */
+        return false;
+    }
     block_set_next(block, bin->head);
     bin->head = block;
     uint64_t word = bin->word - 1;
@@ -141,6 +159,8 @@ static STRATA_ALWAYS_INLINE struct bin *bin_push_in_segment(struct heap *heap, s
     if (likely(slice_holds_block(slice, offset))) {
         struct bin *bin = &heap->bins[slice->class_index];
         *full = bin_push_guarded(bin, p, true);
+        if (bin == NULL)
+            __builtin_unreachable(); /* the caller's test of it folds away */
         return bin;
     }
     return NULL;
@@ -198,7 +218,7 @@ static STRATA_ALWAYS_INLINE struct bin *bin_push_own(struct heap *heap, void *p,
  * small one and its carved key covers p (slice_holds_block_any_thread);
  * NULL otherwise. Its guard word is checked (small_guard_check). */
 static STRATA_ALWAYS_INLINE const struct slice *foreign_carved_slice(const struct heap *self,
-                                                                     struct segment *segment, const void *p,
+                                                                     struct segment *segment, void *p,
                                                                      uintptr_t owner)
 {
     uint32_t offset = (uint32_t)((uintptr_t)p & SEGMENT_MASK);

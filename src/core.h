@@ -119,6 +119,11 @@ static inline uint64_t purge_retake_window(void)
  * blocks (a free's first check, from whichever thread); anything else is
  * reported. */
 struct page *free_segment_page(void *p);
+/* The guard word below the small block at p is not its own: the mark of
+ * the heap profiler's sample (layout.h, small_guard_mark), whose record is
+ * released and the guard word written back, or else an overwrite,
+ * reported (with the block below, whose overflow it likely is). */
+void release_sample_or_report_guard(void *p);
 /* Slices a page of the class spans. */
 size_t class_slices(unsigned class_index);
 /* A page of the class from the heap's segments, or (with `may_map`) a new

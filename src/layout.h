@@ -202,8 +202,9 @@ static inline void block_take(struct block *b)
 /* The default flavour's guard word before a small block: the last word of
  * the slot below it (SMALL_GUARD_BYTES, which no block's usable size
  * covers), its address keyed with a secret. The carve writes it (segment.c,
- * guard_set) and nothing writes it again while the page is in use, so a
- * write below a block's start (an underflow, or an overflow of the block
+ * guard_set) and nothing but the heap profiler (a sample's mark, below,
+ * written back at its free) writes it again while the page is in use, so
+ * a write below a block's start (an underflow, or an overflow of the block
  * below past its usable size) changes it, and the block's free reports it.
  * A page's first block's lies in the page's lead (page_lead). The secure
  * flavour keys its own (block_guards.h). */
@@ -212,11 +213,44 @@ static inline uintptr_t small_guard_word(const void *p)
     return (uintptr_t)p ^ block_secret.guard;
 }
 
-static inline bool small_guard_intact(const void *p)
+/* The guard word below p as it is, read by the thread that holds the
+ * block (no other writes it meanwhile), and written. The write is atomic
+ * (a plain move): a sample's mark is written and written back by
+ * whichever thread allocates or frees the block while its page's owner
+ * may read every guard word (segment.c, heap_check's guard_word_sound,
+ * which reads with acquire what is written with release, to see the
+ * record a mark names). */
+static inline uintptr_t small_guard_read(const void *p)
 {
     uintptr_t word;
     memcpy(&word, (const char *)p - sizeof word, sizeof word);
-    return word == small_guard_word(p);
+    return word;
+}
+
+static inline void small_guard_write(void *p, uintptr_t word)
+{
+    __atomic_store_n((uintptr_t *)((char *)p - sizeof word), word, __ATOMIC_RELEASE);
+}
+
+static inline bool small_guard_intact(const void *p)
+{
+    return small_guard_read(p) == small_guard_word(p);
+}
+
+/* A block the heap profiler samples keeps its guard word's place for a
+ * mark: its record's address keyed with a secret of its own (profile.c,
+ * profile_sample_mark), so that the free's guard check, which fails, sends
+ * it to the slow path that releases the record and writes the guard word
+ * back (release_sample_or_report_guard); the inline paths know nothing of
+ * samples. small_guard_marked is the address a mark would name. */
+static inline uintptr_t small_guard_mark(const void *record)
+{
+    return (uintptr_t)record ^ block_secret.sampled;
+}
+
+static inline uintptr_t small_guard_marked(const void *p)
+{
+    return small_guard_read(p) ^ block_secret.sampled;
 }
 
 /* A count its owner alone changes and statistics read from other threads
@@ -548,13 +582,6 @@ static inline const void *small_block_below(const void *p)
     const struct slice *slice = &segment_of(p)->slices[slice_of(p)];
     uint32_t offset = (uint32_t)((uintptr_t)p & SEGMENT_MASK);
     return slice_page_offset(slice, offset) == 0 ? NULL : (const char *)p - class_size[slice->class_index];
-}
-
-/* small_guard_broken's answer reported, for the slow paths. */
-static inline void small_guard_check(const void *p)
-{
-    if (unlikely(small_guard_broken(p)))
-        report_guard_overwritten(p, small_block_below(p));
 }
 
 /* ---- The secure flavour's block states ----------------------------------

@@ -290,6 +290,7 @@ void config_init(void)
     block_secret.canary = (uintptr_t)os_random();
     block_secret.size = (uintptr_t)os_random();
     block_secret.guard = (uintptr_t)os_random();
+    block_secret.sampled = (uintptr_t)os_random();
     sizeclass_init();
     once_end(&config_once, &config_running_here);
 }

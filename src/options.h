@@ -66,7 +66,8 @@ static inline bool purger_gives_back_later(void)
 struct block_secrets {
     uintptr_t link, check;
     uintptr_t address, canary, size;
-    uintptr_t guard; /* the default flavour's small guard words (layout.h) */
+    uintptr_t guard;   /* the default flavour's small guard words (layout.h) */
+    uintptr_t sampled; /* their marks of the heap profiler's samples (layout.h) */
 };
 extern STRATA_INTERNAL struct block_secrets block_secret;
 /* How the library names itself where it says what it is: the version, then

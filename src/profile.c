@@ -23,6 +23,7 @@
 #include <unistd.h>
 #include <unwind.h>
 
+#include "layout.h"
 #include "options.h"
 #include "os.h"
 #include "profile.h"
@@ -502,36 +503,181 @@ void profile_sample_release(const struct profile_sample *sample)
     inside_profiler = was_inside;
 }
 
-/* Kept records (profile_sample_keep's): rare, a large block's each. */
+/* ---- kept records --------------------------------------------------------
+ * A sample's record kept apart from its block: a large block's (its
+ * registry entry points to it) and a sampled bin block's, whose guard word
+ * holds the record's address keyed with a secret (profile_sample_mark). So
+ * that a free tells a mark from an overwrite without following a wild
+ * pointer, every record lies in one region, reserved at the first and
+ * opened a piece at a time: a word that decodes to no record's address
+ * there, or to a record of another block, is no mark. Each thread keeps a
+ * few free records of its own, taken and given back with no lock and no
+ * atomic read-modify-write (the opening comment: a locked instruction at
+ * every sample and every free cost the threads table 10%); the profile
+ * lock guards the shared list and the region's growth. */
+#define KEPT_REGION ((size_t)256 << 20)
+#define KEPT_PIECE ((size_t)64 << 10)
+#define KEPT_BATCH 32         /* records moved between a thread and the shared list at a time */
+#define KEPT_THREAD_MAX 64    /* free records a thread keeps at most */
+
 struct kept_sample {
     struct profile_sample sample; /* first: a record's address is its copy's */
+    _Atomic(const void *) block;  /* the sampled bin block marked with it; NULL otherwise */
     struct kept_sample *next_free;
 };
-static struct kept_sample *kept_free;
+_Static_assert(KEPT_REGION % KEPT_PIECE == 0 && KEPT_PIECE >= sizeof(struct kept_sample),
+               "the kept records' region opens in whole pieces of whole records");
+
+static _Atomic uintptr_t kept_base;    /* the region; 0 until the first record */
+static _Atomic size_t kept_carved;     /* its bytes made into records so far, from its base */
+static size_t kept_opened;             /* its bytes opened so far (profile lock) */
+static struct kept_sample *kept_free;  /* the shared free records (profile lock) */
+static STRATA_TLS struct kept_sample *thread_kept;
+static STRATA_TLS uint32_t thread_kept_count;
+
+/* A new record from the region; NULL when it is full or not to be had
+ * (profile lock held). */
+static struct kept_sample *kept_carve(void)
+{
+    uintptr_t base = atomic_load_explicit(&kept_base, memory_order_relaxed);
+    if (base == 0) {
+        void *region = os_reserve_inaccessible(KEPT_REGION);
+        if (region == NULL)
+            return NULL;
+        base = (uintptr_t)region;
+        atomic_store_explicit(&kept_base, base, memory_order_release);
+    }
+    size_t carved = atomic_load_explicit(&kept_carved, memory_order_relaxed);
+    if (KEPT_REGION - carved < sizeof(struct kept_sample))
+        return NULL;
+    if (kept_opened - carved < sizeof(struct kept_sample)) {
+        /* Charged as the profiler's other memory is (os_map's), for good. */
+        if (!os_charge(KEPT_PIECE))
+            return NULL;
+        if (!os_protect((void *)(base + kept_opened), KEPT_PIECE, true)) {
+            os_uncharge(KEPT_PIECE);
+            return NULL;
+        }
+        kept_opened += KEPT_PIECE;
+    }
+    atomic_store_explicit(&kept_carved, carved + sizeof(struct kept_sample), memory_order_release);
+    return (struct kept_sample *)(base + carved);
+}
+
+/* A free record for the calling thread; NULL without memory for one. */
+static struct kept_sample *kept_take(void)
+{
+    if (unlikely(thread_kept == NULL || !thread_logs)) {
+        /* A thread without a heap, or past its exit hook, keeps none. */
+        uint32_t want = thread_logs ? KEPT_BATCH : 1;
+        os_lock_take_spinning(&profile_lock);
+        for (uint32_t i = 0; i < want; i++) {
+            struct kept_sample *more = kept_free;
+            if (more != NULL)
+                kept_free = more->next_free;
+            else if ((more = kept_carve()) == NULL)
+                break;
+            more->next_free = thread_kept;
+            thread_kept = more;
+            thread_kept_count++;
+        }
+        os_lock_give(&profile_lock);
+        if (thread_kept == NULL)
+            return NULL;
+    }
+    struct kept_sample *kept = thread_kept;
+    thread_kept = kept->next_free;
+    thread_kept_count--;
+    return kept;
+}
+
+/* The calling thread's free records past `keep` to the shared list. */
+static void kept_share(uint32_t keep)
+{
+    os_lock_take_spinning(&profile_lock);
+    while (thread_kept_count > keep) {
+        struct kept_sample *kept = thread_kept;
+        thread_kept = kept->next_free;
+        thread_kept_count--;
+        kept->next_free = kept_free;
+        kept_free = kept;
+    }
+    os_lock_give(&profile_lock);
+}
+
+static void kept_give(struct kept_sample *kept)
+{
+    kept->next_free = thread_kept;
+    thread_kept = kept;
+    thread_kept_count++;
+    if (unlikely(!thread_logs))
+        kept_share(0);
+    else if (unlikely(thread_kept_count > KEPT_THREAD_MAX))
+        kept_share(KEPT_THREAD_MAX - KEPT_BATCH);
+}
 
 struct profile_sample *profile_sample_keep(const struct profile_sample *sample)
 {
-    os_lock_take_spinning(&profile_lock);
-    struct kept_sample *kept = kept_free;
-    if (kept != NULL)
-        kept_free = kept->next_free;
-    else
-        kept = record_memory(sizeof *kept);
-    os_lock_give(&profile_lock);
+    struct kept_sample *kept = kept_take();
     if (kept == NULL)
         return NULL;
     kept->sample = *sample;
+    atomic_store_explicit(&kept->block, NULL, memory_order_relaxed);
     return &kept->sample;
 }
 
 void profile_sample_drop(struct profile_sample *kept)
 {
     profile_sample_release(kept);
-    struct kept_sample *record = (struct kept_sample *)kept;
-    os_lock_take_spinning(&profile_lock);
-    record->next_free = kept_free;
-    kept_free = record;
-    os_lock_give(&profile_lock);
+    kept_give((struct kept_sample *)kept);
+}
+
+bool profile_sample_mark(void *block, const struct profile_sample *sample)
+{
+    struct kept_sample *kept = kept_take();
+    if (kept == NULL)
+        return false;
+    kept->sample = *sample;
+    atomic_store_explicit(&kept->block, block, memory_order_relaxed);
+    small_guard_write(block, small_guard_mark(kept));
+    return true;
+}
+
+/* The record whose mark the guard word below `block` holds, or NULL. The
+ * block's allocation marked it before the program had the block, and the
+ * program passed it to this free: the record and the region's bounds are
+ * seen as written. */
+static struct kept_sample *kept_of_mark(const void *block)
+{
+    uintptr_t base = atomic_load_explicit(&kept_base, memory_order_acquire);
+    if (base == 0)
+        return NULL;
+    uintptr_t offset = small_guard_marked(block) - base;
+    if (offset >= atomic_load_explicit(&kept_carved, memory_order_acquire) ||
+        offset % sizeof(struct kept_sample) != 0)
+        return NULL;
+    struct kept_sample *kept = (struct kept_sample *)(base + offset);
+    return atomic_load_explicit(&kept->block, memory_order_relaxed) == block ? kept : NULL;
+}
+
+bool profile_kept_record_at(uintptr_t address)
+{
+    uintptr_t base = atomic_load_explicit(&kept_base, memory_order_acquire);
+    return base != 0 && address - base < KEPT_REGION && (address - base) % sizeof(struct kept_sample) == 0;
+}
+
+bool profile_sample_unmark(void *block)
+{
+    if (!profile_on)
+        return false;
+    struct kept_sample *kept = kept_of_mark(block);
+    if (kept == NULL)
+        return false;
+    small_guard_write(block, small_guard_word(block));
+    atomic_store_explicit(&kept->block, NULL, memory_order_relaxed);
+    profile_sample_release(&kept->sample);
+    kept_give(kept);
+    return true;
 }
 
 void profile_thread_begin(void)
@@ -544,6 +690,8 @@ void profile_thread_exit(void)
     if (!profile_on)
         return;
     thread_logs = false;
+    if (thread_kept_count != 0)
+        kept_share(0);
     struct profile_log *log = thread_log;
     if (log == NULL)
         return;

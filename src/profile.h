@@ -5,9 +5,11 @@
  * now, held at the peak and allocated since start. The gaps between
  * samples are drawn from an exponential distribution (in pops of a class
  * for the bins, in bytes for the blocks off them), so that every byte has
- * the same chance. A sampled block is a slot of the sampled blocks' region
- * (sampled_blocks.h) or a large block, which keeps its sample's record, so
- * only slow paths ever see one. */
+ * the same chance. A sampled block of a bin's size is, in the default
+ * flavour, the bin's block where it lies, its guard word marked with its
+ * record (profile_sample_mark); in the secure flavour, a slot of the
+ * sampled blocks' region (sampled_blocks.h); a larger one is a large
+ * block, which keeps its sample's record. Only slow paths ever see one. */
 #ifndef STRATA_PROFILE_H
 #define STRATA_PROFILE_H
 
@@ -61,6 +63,19 @@ struct profile_sample *profile_sample_keep(const struct profile_sample *sample);
 /* The kept record's block was freed or reallocated: the sample released,
  * the copy's memory freed. */
 void profile_sample_drop(struct profile_sample *kept);
+/* A sample of a bin's block (the default flavour's), kept where the bin
+ * gave it: a record kept for it and its guard word marked with the
+ * record's address (layout.h, small_guard_mark); false without memory for
+ * a record (the caller releases the sample). */
+bool profile_sample_mark(void *block, const struct profile_sample *sample);
+/* Whether `address` is the place of a kept record (any: one read of a
+ * guard word that another thread may mark or unmark meanwhile, as
+ * heap_check's, cannot also read the record). */
+bool profile_kept_record_at(uintptr_t address);
+/* The block's free or reallocation: when its guard word is its sample's
+ * mark, the sample is released and the guard word written back (true);
+ * false, doing nothing, otherwise. */
+bool profile_sample_unmark(void *block);
 /* The calling thread has a heap (whose exit hook calls
  * profile_thread_exit): it may keep a log of events from now on. */
 void profile_thread_begin(void);

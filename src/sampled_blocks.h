@@ -1,6 +1,9 @@
 /* sampled_blocks.h: the heap profiler's sampled blocks of the bins' sizes
- * (sampled_blocks.c): each a slot of whole pages in one region of address
- * space, so that free, realloc and usable size find it by an address
+ * in the secure flavour, and of the few sizes between the default
+ * flavour's largest bin request and SAMPLED_BLOCK_MAX (the default
+ * flavour's bin blocks are sampled in place: profile.h,
+ * profile_sample_mark) (sampled_blocks.c): each a slot of whole pages in
+ * one region of address space, so that free, realloc and usable size find it by an address
  * compare in their slow paths, and a sample costs no system call once the
  * region has slots to reuse. */
 #ifndef STRATA_SAMPLED_BLOCKS_H

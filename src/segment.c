@@ -1089,6 +1089,17 @@ void segment_fork_child(void)
         segment = next;
     }
 }
+/* Whether the guard word below a carved block is as the carve wrote it
+ * or, in the default flavour, a sample's mark (profile.h): read once,
+ * since another thread may mark or unmark it meanwhile. */
+static bool guard_word_sound(const char *block)
+{
+    if (STRATA_SECURE_BUILD)
+        return guard_word_intact(block);
+    uintptr_t word = __atomic_load_n((const uintptr_t *)(block - sizeof word), __ATOMIC_ACQUIRE);
+    return word == small_guard_word(block) || profile_kept_record_at(word ^ block_secret.sampled);
+}
+
 
 /* ---- invariant checker ---------------------------------------------------- */
 static STRATA_TLS char segment_broken[192];
@@ -1180,10 +1191,10 @@ const char *segment_check(const struct segment *s, uintptr_t owner_word)
             return BROKEN("page %p: used %u, capacity %u, reserved %u", (const void *)page,
                           page->used, page->capacity, page->reserved);
         /* Every carved block's guard word, and the one after the last, as
-         * the carve wrote them (block_guards.h). */
+         * the carve wrote them (block_guards.h), or a sample's mark. */
         for (uint32_t b = 0; small && page->capacity != 0 && b <= page->capacity; b++) {
             const char *block = page_blocks(page) + (size_t)b * page->block_size;
-            if (!guard_word_intact(block))
+            if (!guard_word_sound(block))
                 return BROKEN("page %p: the guard word below %p is overwritten (a write before a block's start)",
                               (const void *)page, (const void *)block);
         }
@@ -1217,6 +1228,12 @@ const char *segment_check(const struct segment *s, uintptr_t owner_word)
     return NULL;
 }
 
+void release_sample_or_report_guard(void *p)
+{
+    if (!profile_sample_unmark(p))
+        report_guard_overwritten(p, small_block_below(p));
+}
+
 /* ---- the page of a freed pointer ------------------------------------------ */
 /* A pointer into a segment must be the start of a block of a page in use
  * (that it was carved, heap_free_block asks its page's owner): its page, or
@@ -1237,7 +1254,8 @@ struct page *free_segment_page(void *p)
         report_fatal("free of a pointer that is not the start of a block", p);
     if (class_index == CLASS_MEDIUM)
         medium_guards_check(page);
-    else if (page_surely_carved(page, p)) /* one never carved is reported later, as such */
-        small_guard_check(p);
+    else if (page_surely_carved(page, p) && /* one never carved is reported later, as such */
+             unlikely(small_guard_broken(p)))
+        release_sample_or_report_guard(p);
     return page;
 }

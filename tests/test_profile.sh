@@ -158,16 +158,24 @@ if $CC -std=gnu11 -O1 -g -fno-builtin -Wall -Wextra -Werror -Iinclude tests/prog
         rc=$?
         check '[ "$rc" -eq 0 ] && grep -q "^ok$" "$tmp/out_b"' \
             "$name flavour: sampled blocks behave as blocks (exit $rc: $(head -c 300 "$tmp/out_b"))"
-        # Each thread keeps its freed slots and its counts: the statistics
-        # still count every live sampled block once.
+        # Each thread keeps its free records (and freed slots): the profile
+        # still holds every live sampled block once.
         STRATA_PROFILE="$tmp/b" STRATA_PROFILE_SAMPLE=1 LD_PRELOAD="$lib" "$tmp/blocks" thread-caches > "$tmp/out_b" 2>&1
         rc=$?
         check '[ "$rc" -eq 0 ] && grep -q "^ok$" "$tmp/out_b"' \
             "$name flavour: sampled blocks of threads with caches counted once each (exit $rc: $(head -c 300 "$tmp/out_b"))"
+        # The default flavour keeps a sampled block in its page: a realloc
+        # keeps it in place (the secure flavour moves every sampled block).
+        if [ "$name" = default ]; then
+            STRATA_PROFILE="$tmp/b" STRATA_PROFILE_SAMPLE=1 LD_PRELOAD="$lib" "$tmp/blocks" realloc-in-place > "$tmp/out_b" 2>&1
+            rc=$?
+            check '[ "$rc" -eq 0 ] && grep -q "^ok$" "$tmp/out_b"' \
+                "$name flavour: a sampled block reallocated in place is held no more (exit $rc: $(head -c 300 "$tmp/out_b"))"
+        fi
         # Misuse of a sampled block is stopped, with its address. No purger
         # thread: its start allocates, and could take the slot freed first.
-        for misuse in "double-free:double free" "interior-free:not a block's start|did not allocate" \
-            "header-write:write before the start of a block" "interior-realloc:not a block's start|did not allocate"; do
+        for misuse in "double-free:double free" "interior-free:not a block's start|not the start of a block|did not allocate" \
+            "header-write:write before the start of a block" "interior-realloc:not a block's start|not allocated|did not allocate"; do
             kind=${misuse%%:*}
             said=${misuse#*:}
             STRATA_BACKGROUND_PURGE=0 STRATA_PROFILE="$tmp/b" STRATA_PROFILE_SAMPLE=1 LD_PRELOAD="$lib" \

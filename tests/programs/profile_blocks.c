@@ -12,12 +12,15 @@
  *   double-free | interior-free | header-write | interior-realloc
  *                  one misuse of a sampled block, which strata stops;
  *   write-after-free  one the secure flavour stops;
+ *   realloc-in-place  a sampled block kept in place by realloc is held
+ *                  no more, and its free takes nothing off again;
  *   thread-caches  threads allocate sampled blocks, free half of them
  *                  and hand the rest to the main thread, which frees
- *                  them after the threads exit: strata_stats counts
- *                  the live blocks and each free takes one off, though
- *                  each thread keeps its own counts and cache of freed
- *                  slots. Prints "ok" or what failed. */
+ *                  them after the threads exit: the profile holds a
+ *                  record of each live block and each free takes one
+ *                  off, though each thread keeps its own cache of free
+ *                  records (and, in the secure flavour, of freed
+ *                  slots). Prints "ok" or what failed. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <malloc.h>
@@ -26,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "strata.h"
 
@@ -161,21 +165,37 @@ static void *allocate_and_hand(void *arg)
     return NULL;
 }
 
-/* strata's statistics of large blocks (the sampled ones among them). */
-static size_t large_blocks_now(void)
+/* The blocks the heap profiler holds records of now, from its dump's
+ * first line ("heap profile: BLOCKS: BYTES [...]"): with every allocation
+ * sampled, each live block once. */
+static size_t sampled_blocks_now(void)
 {
-    int (*get)(struct strata_stats *) = (int (*)(struct strata_stats *))dlsym(RTLD_DEFAULT, "strata_stats_get");
-    struct strata_stats stats;
-    if (get == NULL || get(&stats) != 0) {
-        expect(0, "thread-caches: strata_stats_get is there", 0);
-        return 0;
+    int (*dump)(const char *) = (int (*)(const char *))dlsym(RTLD_DEFAULT, "strata_profile_dump");
+    char path[] = "/tmp/strata-profile-blocks-XXXXXX";
+    int fd = mkstemp(path);
+    size_t blocks = 0;
+    if (dump == NULL || fd < 0 || dump(path) != 0) {
+        expect(0, "thread-caches: strata_profile_dump writes a profile", 0);
+    } else {
+        FILE *f = fopen(path, "r");
+        if (f == NULL || fscanf(f, "heap profile: %zu:", &blocks) != 1)
+            expect(0, "thread-caches: the profile's first line", 0);
+        if (f != NULL)
+            fclose(f);
     }
-    return stats.large_blocks;
+    if (fd >= 0) {
+        close(fd);
+        unlink(path);
+        char folded[sizeof path + 8];
+        snprintf(folded, sizeof folded, "%s.folded", path);
+        unlink(folded);
+    }
+    return blocks;
 }
 
 static void thread_caches(void)
 {
-    size_t before = large_blocks_now();
+    size_t before = sampled_blocks_now();
     pthread_t threads[CACHE_THREADS];
     for (size_t t = 0; t < CACHE_THREADS; t++)
         pthread_create(&threads[t], NULL, allocate_and_hand, (void *)(uintptr_t)t);
@@ -184,19 +204,45 @@ static void thread_caches(void)
     /* The threads' own allocations (pthread's among them) are sampled
      * too: at least the handed blocks live, and their frees by this
      * thread take exactly them off. */
-    size_t living = large_blocks_now();
+    size_t living = sampled_blocks_now();
     expect(living >= before + CACHE_THREADS * CACHE_BLOCKS, "thread-caches: every live sampled block counted",
            living - before);
     for (size_t t = 0; t < CACHE_THREADS; t++)
         for (size_t i = 0; i < CACHE_BLOCKS; i++)
             free(handed[t][i]);
-    size_t after = large_blocks_now();
+    size_t after = sampled_blocks_now();
     expect(living - after == CACHE_THREADS * CACHE_BLOCKS, "thread-caches: each freed block counted off once",
            living - after);
 }
 
+/* A sampled block kept in place by realloc: the realloc is its free and an
+ * unsampled allocation, so the profile holds it no more, and its free
+ * later takes nothing off again. */
+static void realloc_in_place(void)
+{
+    size_t before = sampled_blocks_now();
+    unsigned char *p = malloc(200);
+    fill(p, 200, 3);
+    size_t held = sampled_blocks_now();
+    unsigned char *q = realloc(p, 180);
+    expect(q == p && intact(q, 180, 3), "realloc-in-place: kept in place, its contents too", 180);
+    size_t after_realloc = sampled_blocks_now();
+    free(q);
+    size_t after_free = sampled_blocks_now();
+    expect(held == before + 1, "realloc-in-place: the block held", held - before);
+    expect(after_realloc == before, "realloc-in-place: held no more after the realloc", after_realloc - before);
+    expect(after_free == before, "realloc-in-place: its free takes nothing off again", before - after_free);
+}
+
 int main(int argc, char **argv)
 {
+    if (argc >= 2 && strcmp(argv[1], "realloc-in-place") == 0) {
+        realloc_in_place();
+        if (failed)
+            return 1;
+        printf("ok\n");
+        return 0;
+    }
     if (argc >= 2 && strcmp(argv[1], "thread-caches") == 0) {
         thread_caches();
         if (failed)
