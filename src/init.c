@@ -268,7 +268,12 @@ void purger_start(void)
     /* Running before it is created, so that a fork meanwhile restarts it in
      * the child. */
     atomic_store(&purger_running, true);
-    if (pthread_create(&thread, &attr, purger_main, NULL) == 0) {
+    /* What the C library allocates for the thread (its TLS vector) is
+     * strata's, not the program's: the heap profiler leaves it out. */
+    bool was_unsampled = profile_unsampled_begin();
+    int created = pthread_create(&thread, &attr, purger_main, NULL);
+    profile_unsampled_end(was_unsampled);
+    if (created == 0) {
         if (strata_options.verbose)
             report_warning("purger thread started", NULL);
     } else {

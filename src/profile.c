@@ -680,6 +680,18 @@ bool profile_sample_unmark(void *block)
     return true;
 }
 
+bool profile_unsampled_begin(void)
+{
+    bool was = inside_profiler;
+    inside_profiler = true;
+    return was;
+}
+
+void profile_unsampled_end(bool was_unsampled)
+{
+    inside_profiler = was_unsampled;
+}
+
 void profile_thread_begin(void)
 {
     thread_logs = profile_on;

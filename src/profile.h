@@ -76,6 +76,11 @@ bool profile_kept_record_at(uintptr_t address);
  * mark, the sample is released and the guard word written back (true);
  * false, doing nothing, otherwise. */
 bool profile_sample_unmark(void *block);
+/* Allocations of the calling thread go unsampled from begin to end (what
+ * the C library allocates on strata's behalf, as for the purger thread);
+ * begin returns what end restores, so that the two nest. */
+bool profile_unsampled_begin(void);
+void profile_unsampled_end(bool was_unsampled);
 /* The calling thread has a heap (whose exit hook calls
  * profile_thread_exit): it may keep a log of events from now on. */
 void profile_thread_begin(void);

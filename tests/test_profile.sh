@@ -164,6 +164,15 @@ if $CC -std=gnu11 -O1 -g -fno-builtin -Wall -Wextra -Werror -Iinclude tests/prog
         rc=$?
         check '[ "$rc" -eq 0 ] && grep -q "^ok$" "$tmp/out_b"' \
             "$name flavour: sampled blocks of threads with caches counted once each (exit $rc: $(head -c 300 "$tmp/out_b"))"
+        # A program that frees everything leaves nothing in the profile at
+        # exit: not the purger thread's TLS vector either, which the C
+        # library allocates when strata starts it (STRATA_PROFILE_SIGNAL
+        # starts it at once).
+        STRATA_PROFILE="$tmp/freed" STRATA_PROFILE_SAMPLE=1 STRATA_PROFILE_SIGNAL=12 LD_PRELOAD="$lib" \
+            "$tmp/blocks" all-freed > "$tmp/out_b" 2>&1
+        rc=$?
+        check '[ "$rc" -eq 0 ] && head -1 "$tmp/freed" | grep -q "^heap profile: 0: 0 "' \
+            "$name flavour: a program that freed everything leaves an empty profile (exit $rc: $(head -1 "$tmp/freed" 2>&1))"
         # The default flavour keeps a sampled block in its page: a realloc
         # keeps it in place (the secure flavour moves every sampled block).
         if [ "$name" = default ]; then

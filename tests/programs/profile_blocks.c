@@ -12,6 +12,7 @@
  *   double-free | interior-free | header-write | interior-realloc
  *                  one misuse of a sampled block, which strata stops;
  *   write-after-free  one the secure flavour stops;
+ *   all-freed      every block it allocates freed, nothing printed;
  *   realloc-in-place  a sampled block kept in place by realloc is held
  *                  no more, and its free takes nothing off again;
  *   thread-caches  threads allocate sampled blocks, free half of them
@@ -234,8 +235,23 @@ static void realloc_in_place(void)
     expect(after_free == before, "realloc-in-place: its free takes nothing off again", before - after_free);
 }
 
+/* Blocks allocated and every one freed, nothing printed (stdout's buffer
+ * would stay): the profile written at exit holds nothing. */
+static void all_freed(void)
+{
+    void *blocks[2000];
+    for (size_t i = 0; i < 2000; i++)
+        blocks[i] = malloc(16 + i * 37 % 3000);
+    for (size_t i = 0; i < 2000; i++)
+        free(blocks[i]);
+}
+
 int main(int argc, char **argv)
 {
+    if (argc >= 2 && strcmp(argv[1], "all-freed") == 0) {
+        all_freed();
+        return 0;
+    }
     if (argc >= 2 && strcmp(argv[1], "realloc-in-place") == 0) {
         realloc_in_place();
         if (failed)
