@@ -242,15 +242,21 @@ static inline bool small_guard_intact(const void *p)
  * profile_sample_mark), so that the free's guard check, which fails, sends
  * it to the slow path that releases the record and writes the guard word
  * back (release_sample_or_report_guard); the inline paths know nothing of
- * samples. small_guard_marked is the address a mark would name. */
+ * samples. small_guard_named is the address a guard word would name were
+ * it a mark; small_guard_marked, the word below p's. */
 static inline uintptr_t small_guard_mark(const void *record)
 {
     return (uintptr_t)record ^ block_secret.sampled;
 }
 
+static inline uintptr_t small_guard_named(uintptr_t word)
+{
+    return word ^ block_secret.sampled;
+}
+
 static inline uintptr_t small_guard_marked(const void *p)
 {
-    return small_guard_read(p) ^ block_secret.sampled;
+    return small_guard_named(small_guard_read(p));
 }
 
 /* A count its owner alone changes and statistics read from other threads

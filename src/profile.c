@@ -643,27 +643,32 @@ bool profile_sample_mark(void *block, const struct profile_sample *sample)
     return true;
 }
 
-/* The record whose mark the guard word below `block` holds, or NULL. The
- * block's allocation marked it before the program had the block, and the
- * program passed it to this free: the record and the region's bounds are
- * seen as written. */
-static struct kept_sample *kept_of_mark(const void *block)
+/* The record whose place `address` is, within the first `bound` bytes of
+ * the region, or NULL. */
+static struct kept_sample *kept_at(uintptr_t address, size_t bound)
 {
     uintptr_t base = atomic_load_explicit(&kept_base, memory_order_acquire);
-    if (base == 0)
+    uintptr_t offset = address - base;
+    if (base == 0 || offset >= bound || offset % sizeof(struct kept_sample) != 0)
         return NULL;
-    uintptr_t offset = small_guard_marked(block) - base;
-    if (offset >= atomic_load_explicit(&kept_carved, memory_order_acquire) ||
-        offset % sizeof(struct kept_sample) != 0)
-        return NULL;
-    struct kept_sample *kept = (struct kept_sample *)(base + offset);
-    return atomic_load_explicit(&kept->block, memory_order_relaxed) == block ? kept : NULL;
+    return (struct kept_sample *)address;
+}
+
+/* The record whose mark the guard word below `block` holds, or NULL: one
+ * carved already (its page opened) and naming this block. The block's
+ * allocation marked it before the program had the block, and the program
+ * passed it to this free: the record and the region's bounds are seen as
+ * written. */
+static struct kept_sample *kept_of_mark(const void *block)
+{
+    struct kept_sample *kept =
+        kept_at(small_guard_marked(block), atomic_load_explicit(&kept_carved, memory_order_acquire));
+    return kept != NULL && atomic_load_explicit(&kept->block, memory_order_relaxed) == block ? kept : NULL;
 }
 
 bool profile_kept_record_at(uintptr_t address)
 {
-    uintptr_t base = atomic_load_explicit(&kept_base, memory_order_acquire);
-    return base != 0 && address - base < KEPT_REGION && (address - base) % sizeof(struct kept_sample) == 0;
+    return kept_at(address, KEPT_REGION) != NULL;
 }
 
 bool profile_sample_unmark(void *block)

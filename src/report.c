@@ -30,14 +30,13 @@ void report_warning(const char *what, const void *address)
 
 _Noreturn void report_guard_overwritten(const void *address, const void *below)
 {
-    char what[192];
     if (below == NULL)
-        snprintf(what, sizeof what, "write before the start of a block (the guard word before it is overwritten)");
-    else
-        snprintf(what, sizeof what,
-                 "write before the start of a block, or past the end of the block below it at %p (the guard "
-                 "word between them is overwritten)",
-                 below);
+        report_fatal("write before the start of a block (the guard word before it is overwritten)", address);
+    char what[192];
+    snprintf(what, sizeof what,
+             "write before the start of a block, or past the end of the block below it at %p (the guard "
+             "word between them is overwritten)",
+             below);
     report_fatal(what, address);
 }
 

@@ -1089,6 +1089,7 @@ void segment_fork_child(void)
         segment = next;
     }
 }
+
 /* Whether the guard word below a carved block is as the carve wrote it
  * or, in the default flavour, a sample's mark (profile.h): read once,
  * since another thread may mark or unmark it meanwhile. */
@@ -1097,9 +1098,8 @@ static bool guard_word_sound(const char *block)
     if (STRATA_SECURE_BUILD)
         return guard_word_intact(block);
     uintptr_t word = __atomic_load_n((const uintptr_t *)(block - sizeof word), __ATOMIC_ACQUIRE);
-    return word == small_guard_word(block) || profile_kept_record_at(word ^ block_secret.sampled);
+    return word == small_guard_word(block) || profile_kept_record_at(small_guard_named(word));
 }
-
 
 /* ---- invariant checker ---------------------------------------------------- */
 static STRATA_TLS char segment_broken[192];
