@@ -176,9 +176,7 @@ void *api_aligned_alloc(size_t alignment, size_t size)
     /* Pages start on slice boundaries, so every block of a class whose size
      * and page lead are multiples of the alignment is aligned; its slot
      * holds the size and the guard word. */
-    unsigned c = request_class(size);
-    while (c < CLASS_COUNT && !class_aligned(c, alignment))
-        c++;
+    unsigned c = class_aligned_from(request_class(size), alignment);
     if (c == CLASS_COUNT)
         return alloc_large(size, alignment, false);
     return alloc_class(c, size);

@@ -321,7 +321,24 @@ static inline uint32_t page_lead(size_t block_size)
  * two): its size and its pages' lead are multiples of it. */
 static inline bool class_aligned(unsigned c, size_t alignment)
 {
-    return class_size[c] % alignment == 0 && page_lead(class_size[c]) % alignment == 0;
+    size_t low_bits = alignment - 1;
+    return (class_size[c] & low_bits) == 0 && (page_lead(class_size[c]) & low_bits) == 0;
+}
+
+/* The first class from c on whose blocks are all aligned to `alignment` (a
+ * power of two), or CLASS_COUNT when none is. Above PAGE_LEAD_BIG only a
+ * class whose lead is a slot can be, so the scan stops at the classes above
+ * PAGE_LEAD_SLOT_MAX, which every larger alignment would otherwise walk to
+ * the end (posix_memalign(4096, 8192) took 400 instructions here). */
+static inline unsigned class_aligned_from(unsigned c, size_t alignment)
+{
+    for (; c < CLASS_COUNT; c++) {
+        if (alignment > PAGE_LEAD_BIG && class_size[c] > PAGE_LEAD_SLOT_MAX)
+            break;
+        if (class_aligned(c, alignment))
+            return c;
+    }
+    return CLASS_COUNT;
 }
 
 /* Where a page's blocks begin: a small page's after its lead, a medium

@@ -121,9 +121,7 @@ void *secure_aligned_alloc(size_t alignment, size_t size)
     if (size > SECURE_SMALL_LIMIT || alignment > SLICE_SIZE)
         return large_block(size, 0, alignment, false);
     config_init(); /* the class sizes are read here */
-    unsigned c = size_class(want > alignment ? want : alignment);
-    while (c < CLASS_COUNT && !class_aligned(c, alignment))
-        c++;
+    unsigned c = class_aligned_from(size_class(want > alignment ? want : alignment), alignment);
     if (c == CLASS_COUNT)
         return large_block(size, 0, alignment, false);
     return handed_out(c, size);

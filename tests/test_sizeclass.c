@@ -198,6 +198,22 @@ static void test_pages(void)
             aligned_ok = 0;
     }
     CHECK(aligned_ok);
+    /* class_aligned_from against a walk of every class with the remainder
+     * itself, from every class, at every alignment a class may serve. */
+    int from_ok = 1;
+    for (size_t align = 1; align <= SLICE_SIZE; align *= 2)
+        for (unsigned start = 0; start <= CLASS_COUNT; start++) {
+            unsigned expect = start;
+            while (expect < CLASS_COUNT &&
+                   (class_size[expect] % align != 0 || page_lead(class_size[expect]) % align != 0))
+                expect++;
+            if (class_aligned_from(start, align) != expect) {
+                fprintf(stderr, "  class_aligned_from(%u, %zu) = %u, a walk finds %u\n", start, align,
+                        class_aligned_from(start, align), expect);
+                from_ok = 0;
+            }
+        }
+    CHECK(from_ok);
 }
 
 /* Block keys: every offset in a segment whose key is below n block keys
