@@ -58,9 +58,12 @@ static struct large_entry *lookup(uintptr_t address)
     }
 }
 
-/* The addresses of the large blocks freed (or moved away from) last, until
- * a new block takes the address: a second free of one is a double free, not
- * a pointer strata never saw. Under large_lock. */
+/* The addresses of the large blocks freed (or moved away from) last: a
+ * second free of one no block has taken since is a double free, not a
+ * pointer strata never saw. Whether a block has taken the address is asked
+ * of the registry when a free is in question (large_was_freed), not
+ * settled by a walk of this ring at every registration, which cost each
+ * large allocation 320 instructions. Under large_lock. */
 #define RECENT_FREED 64
 static uintptr_t recent_freed[RECENT_FREED];
 static size_t recent_next;
@@ -71,19 +74,14 @@ static void recent_add(uintptr_t address)
     recent_next = (recent_next + 1) % RECENT_FREED;
 }
 
-static void recent_forget(uintptr_t address)
-{
-    for (size_t i = 0; i < RECENT_FREED; i++)
-        if (recent_freed[i] == address)
-            recent_freed[i] = 0;
-}
-
 bool large_was_freed(const void *p)
 {
     bool found = false;
     pthread_mutex_lock(&large_lock);
     for (size_t i = 0; i < RECENT_FREED && !found; i++)
         found = recent_freed[i] == (uintptr_t)p;
+    if (found && lookup((uintptr_t)p) != NULL)
+        found = false; /* a block lives there again */
     pthread_mutex_unlock(&large_lock);
     return found;
 }
@@ -151,7 +149,6 @@ static bool insert(uintptr_t address, size_t map_size, size_t alignment)
                 i = (i + 1) & (table_capacity - 1);
             /* A deleted slot is reused without filling the table more. */
             if (table[i].address == SLOT_DELETED || has_room(1)) {
-                recent_forget(address);
                 table_filled += table[i].address == 0;
                 table[i] = (struct large_entry){address, map_size, alignment, NULL};
                 strata_assert_cmp((table_filled + table_reserved) * 2, <=, table_capacity);

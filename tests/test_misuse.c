@@ -285,6 +285,19 @@ static int large_double(void)
     return 0;
 }
 
+/* A large block freed, its mapping taken again by a block of its size
+ * (the address is then live once more), and that block freed twice. */
+static int large_double_reused(void)
+{
+    char *p = m_malloc(8 << 20);
+    m_free(p);
+    char *q = m_malloc(8 << 20);
+    say_address(q);
+    m_free(q);
+    m_free(q);
+    return 0;
+}
+
 /* The byte before a block of `size` written, then its free. */
 static int underflow_byte(size_t size)
 {
@@ -560,6 +573,7 @@ static const struct misuse misuses[] = {
     {{"zero-size-double", zero_size_double}, "`malloc(0)`'s block freed twice", "double free"},
     {{"medium-double", medium_double}, "a medium block (1 MiB) freed twice", "double free"},
     {{"large-double", large_double}, "a large block (8 MiB) freed twice", "double free"},
+    {{"large-double-reused", large_double_reused}, NULL, "double free"},
     {{"small-underflow", small_underflow}, "a byte written before a small block (64 bytes), then its free", "write before the start of a block"},
     {{"small-underflow-first", small_underflow_first}, "a page's first block (4000 bytes) with 32 bytes written before it, then its free", "write before the start of a block"},
     {{"small-overflow-next", small_overflow_next}, "a small block (64 bytes) with 16 bytes written past it, then it and the block above it freed", "past the end of the block below it"},
