@@ -190,14 +190,30 @@ static void test_pages(void)
             pages_ok = 0;
     }
     CHECK(pages_ok);
-    int aligned_ok = 1;
+    /* Where a page's blocks lie: every block 16-aligned; a power-of-two
+     * class's aligned to its size up to 4 KiB and to a line above; any
+     * other class of 32-byte multiples with every block's guard word in
+     * the block's first line; the others as aligned as their size makes
+     * them, up to a line. */
+    int aligned_ok = 1, guard_in_line_ok = 1;
     for (unsigned c = 0; c < CLASS_COUNT; c++) {
-        size_t align = class_size[c] & -class_size[c];
-        align = align < 64 ? align : 64;
-        if (!class_aligned(c, align))
+        size_t size = class_size[c], natural = size & -size;
+        bool power_of_two = natural == size;
+        size_t align = power_of_two ? (size <= 4096 ? size : 64) : size % 32 == 0 ? 16 : natural < 64 ? natural : 64;
+        if (!class_aligned(c, align) || class_aligned(c, align * 2))
             aligned_ok = 0;
+        if (power_of_two || size % 32 != 0)
+            continue;
+        for (size_t start = page_lead(size); start + size <= SLICE_SIZE; start += size)
+            if ((start - 8) / 64 != start / 64 || start % 16 != 0) {
+                fprintf(stderr, "  class %zu: a block %zu bytes into its page, its guard word in another line\n", size,
+                        start);
+                guard_in_line_ok = 0;
+                break;
+            }
     }
     CHECK(aligned_ok);
+    CHECK(guard_in_line_ok);
     /* class_aligned_from against a walk of every class with the remainder
      * itself, from every class, at every alignment a class may serve. */
     int from_ok = 1;
