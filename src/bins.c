@@ -569,8 +569,9 @@ void heap_free_block(void *p)
     struct heap *self = thread_heap;
     const struct slice *slice = foreign_carved_slice(self, segment, p, owner);
     if (likely(slice != NULL)) {
+        small_guard_check(p);
         bool full;
-        struct bin *bin = bin_keep_foreign(self, slice->class_index, p, owner, &full);
+        struct bin *bin = bin_keep_foreign(self, slice->class_index, p, owner, false, &full);
         if (bin != NULL) {
             if (unlikely(full))
                 heap_bin_flush(self, bin);

@@ -216,7 +216,8 @@ static STRATA_ALWAYS_INLINE struct bin *bin_push_own(struct heap *heap, void *p,
 /* The slice of p when p is another heap's carved small block (`owner`,
  * the segment's owner word, is not the heap's): the slice's class is a
  * small one and its carved key covers p (slice_holds_block_any_thread);
- * NULL otherwise. Its guard word is checked (small_guard_check). */
+ * NULL otherwise. Its guard word is the caller's to check: the push that
+ * keeps it (bin_keep_foreign with `guard`), or small_guard_check. */
 static STRATA_ALWAYS_INLINE const struct slice *foreign_carved_slice(const struct heap *self,
                                                                      struct segment *segment, void *p,
                                                                      uintptr_t owner)
@@ -226,14 +227,17 @@ static STRATA_ALWAYS_INLINE const struct slice *foreign_carved_slice(const struc
     if (unlikely(slice->class_index >= CLASS_COUNT || owner == self->owner_word ||
                  !slice_holds_block_any_thread(slice, offset)))
         return NULL;
-    small_guard_check(p);
     return slice;
 }
 
 /* Another heap's carved small block of class class_index into the
- * caller's bin, if the bin may keep it (bin_push_foreign, below). */
+ * caller's bin, if the bin may keep it (bin_push_foreign, below); with
+ * `guard`, its guard word checked by the push (bin_push_guarded: a sample
+ * is then freed by free_unchecked_block, which the free's path reaches as
+ * a tail call, so that it sets up no frame). A bin that may not keep it
+ * leaves it unchecked, for heap_free_block. */
 static STRATA_ALWAYS_INLINE struct bin *bin_keep_foreign(struct heap *self, unsigned class_index, void *p,
-                                                        uintptr_t owner, bool *full)
+                                                        uintptr_t owner, bool guard, bool *full)
 {
     /* A live heap's word has neither bit (heaps are aligned): one test
      * lets its blocks by. A given-up heap's block never stays; a parked
@@ -247,7 +251,7 @@ static STRATA_ALWAYS_INLINE struct bin *bin_keep_foreign(struct heap *self, unsi
         (owner == OWNER_ABANDONED || !(self->bin_use[class_index] & BIN_REFILLED_LATELY)))
         return NULL;
     struct bin *bin = &self->bins[class_index];
-    *full = bin_push(bin, p);
+    *full = bin_push_guarded(bin, p, guard);
     return bin;
 }
 
@@ -267,16 +271,16 @@ static STRATA_ALWAYS_INLINE struct bin *bin_keep_foreign(struct heap *self, unsi
  * for the owner: the carve that covered a block happened before its
  * hand-out, which happened before the program passed it to this thread; a
  * stale key can only be lower, and sends a pointer to the full check.
- * Checks: foreign_carved_slice's; bin_push's, whose read of the block's
- * two words reports a second free of it whichever list holds it (a miss
- * where the program left the block cold: docs/design.md, issue 35's
- * section). heap_free_block calls its two parts itself, to send a block
- * the bin may not keep to its owner. */
+ * Checks: foreign_carved_slice's; bin_push_guarded's (the guard word
+ * below the block, and its two words, whose read reports a second free of
+ * it whichever list holds it: a miss where the program left the block
+ * cold, docs/design.md, issue 35's section). heap_free_block calls its
+ * two parts itself, to send a block the bin may not keep to its owner. */
 static STRATA_ALWAYS_INLINE struct bin *bin_push_foreign(struct heap *self, struct segment *segment, void *p,
                                                         uintptr_t owner, bool *full)
 {
     const struct slice *slice = foreign_carved_slice(self, segment, p, owner);
-    return slice != NULL ? bin_keep_foreign(self, slice->class_index, p, owner, full) : NULL;
+    return slice != NULL ? bin_keep_foreign(self, slice->class_index, p, owner, true, full) : NULL;
 }
 
 /* ---- bins.c: refills, flushes and frees from anywhere -------------------- */
