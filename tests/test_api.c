@@ -213,6 +213,49 @@ static void test_large_reuse(void)
     strata_free(b);
 }
 
+/* A large block taken again from the mapping cache reads as zero where it
+ * must: calloc's in both flavours, every new block in the secure flavour,
+ * whose free gives a mapping's pages back when they are mostly not
+ * resident (a program that touched a few of them: no memset faults the
+ * rest in) and keeps them otherwise (the next block's memset is cheaper
+ * than faulting them all again). Two blocks freed, since the secure
+ * flavour passes over the mapping freed last. */
+static void test_large_reused_zero(void)
+{
+    const size_t size = (size_t)2 << 20, page = os_page_size();
+    for (int touched_whole = 0; touched_whole <= 1; touched_whole++)
+        for (int by_calloc = 0; by_calloc <= 1; by_calloc++) {
+            if (!by_calloc && !TEST_SECURE)
+                continue;
+            large_cache_release(); /* the earlier tests' mappings, kept or given back, out of the way */
+            unsigned char *a = strata_malloc(size), *b = strata_malloc(size);
+            CHECK(a != NULL && b != NULL);
+            for (size_t i = 0; i < size; i += touched_whole ? 1 : size / 4)
+                a[i] = b[i] = 0x5a;
+            strata_free(a);
+            strata_free(b);
+            size_t maps = os_map_count();
+            unsigned char *c = by_calloc ? strata_calloc(1, size) : strata_malloc(size);
+            CHECK(c != NULL);
+            CHECK_CMP(os_map_count(), ==, maps); /* a cached mapping, not a new one */
+            if (TEST_SECURE) {
+                /* Given back (a few pages touched) or kept (all of them). */
+                const void *first_page = (const void *)((uintptr_t)c & ~(uintptr_t)(page - 1));
+                size_t resident = os_resident_pages(first_page, size), looked = size / page;
+                looked = looked < OS_RESIDENT_MAX_PAGES ? looked : OS_RESIDENT_MAX_PAGES;
+                if (touched_whole)
+                    CHECK_CMP(resident * 2, >, looked);
+                else
+                    CHECK_CMP(resident, <=, 2u);
+            }
+            size_t nonzero = 0;
+            for (size_t i = 0; i < size; i++)
+                nonzero += c[i] != 0;
+            CHECK_CMP(nonzero, ==, 0u);
+            strata_free(c);
+        }
+}
+
 /* Buffers of several sizes replaced by as many of the same sizes, in
  * another order: the cache keeps them all (up to eight times the size of
  * the mapping freed last), so no new mapping is made and no page faults
@@ -493,6 +536,7 @@ static const struct check_test tests[] = {
     {"realloc", test_realloc},
     {"large_growth", test_large_growth},
     {"large_reuse", test_large_reuse},
+    {"large_reused_zero", test_large_reused_zero},
     {"large_cache_sizes", test_large_cache_sizes},
     {"aligned_cached", test_aligned_cached},
     {"aligned", test_aligned},
