@@ -295,9 +295,6 @@ struct cached_mapping {
     char *base;
     size_t map_size;
     uint64_t freed_at;
-    /* Its pages given back at its free (the secure flavour's mapping_hide):
-     * it reads as zero, and opens with os_open. */
-    bool given_back;
 };
 
 static struct cached_mapping cache[CACHE_SLOTS];
@@ -359,21 +356,20 @@ static size_t cache_expire(struct cached_mapping *out, bool all)
     return n;
 }
 
-/* Takes entry `i` out of the cache (none when CACHE_SLOTS): its base, its
- * size in *map_size, and in *given_back whether its pages were given back. */
-static char *cache_take_slot(size_t i, size_t *map_size, bool *given_back)
+/* Takes entry `i` out of the cache (none when CACHE_SLOTS): its base, and
+ * its size in *map_size. */
+static char *cache_take_slot(size_t i, size_t *map_size)
 {
     if (i == CACHE_SLOTS)
         return NULL;
     char *base = cache[i].base;
     *map_size = cache[i].map_size;
-    *given_back = cache[i].given_back;
     cache_remove(i);
     return base;
 }
 
 /* The smallest cached mapping of at least `low` and at most `high` bytes. */
-static char *cache_take(size_t low, size_t high, size_t *map_size, bool *given_back)
+static char *cache_take(size_t low, size_t high, size_t *map_size)
 {
     /* The secure flavour passes over the mapping freed last. */
     size_t newest = CACHE_SLOTS;
@@ -386,14 +382,14 @@ static char *cache_take(size_t low, size_t high, size_t *map_size, bool *given_b
         if (i != newest && cache[i].map_size >= low && cache[i].map_size <= high &&
             (best == CACHE_SLOTS || cache[i].map_size < cache[best].map_size))
             best = i;
-    return cache_take_slot(best, map_size, given_back);
+    return cache_take_slot(best, map_size);
 }
 
 /* For a mapping of `size` bytes that no cached one fits as it is: the
  * smallest cached one above it (the caller splits off its tail), or else the
  * largest of at least size / 4 (the caller grows it with mremap): its
  * resident pages are reused where a new mapping would fault every page in. */
-static char *cache_take_resizable(size_t size, size_t *map_size, bool *given_back)
+static char *cache_take_resizable(size_t size, size_t *map_size)
 {
     if (secure_has(SECURE_LARGE_GUARD))
         return NULL;
@@ -410,12 +406,12 @@ static char *cache_take_resizable(size_t size, size_t *map_size, bool *given_bac
         if (have >= size ? had < size || have < had : had < size && have > had)
             best = i;
     }
-    return cache_take_slot(best, map_size, given_back);
+    return cache_take_slot(best, map_size);
 }
 
 /* Keeps a freed mapping if it fits, evicting the oldest; false if it does
  * not belong in the cache (the caller unmaps it). */
-static bool cache_put(char *base, size_t map_size, bool given_back, struct cached_mapping *evicted, size_t *n)
+static bool cache_put(char *base, size_t map_size, struct cached_mapping *evicted, size_t *n)
 {
     size_t limit = CACHE_DEMAND * map_size > CACHE_BYTES ? CACHE_DEMAND * map_size : CACHE_BYTES;
     /* With no purge delay, freed memory goes back at once. */
@@ -430,7 +426,7 @@ static bool cache_put(char *base, size_t map_size, bool given_back, struct cache
         cache_remove(oldest);
     }
     strata_assert(cache_count < CACHE_SLOTS && cache_bytes + map_size <= limit);
-    cache[cache_count++] = (struct cached_mapping){base, map_size, os_now_ns(), given_back};
+    cache[cache_count++] = (struct cached_mapping){base, map_size, os_now_ns()};
     cache_bytes += map_size;
     return true;
 }
@@ -465,29 +461,34 @@ static char *map_mapping(size_t map_size, size_t alignment)
     return base;
 }
 
-/* The secure flavour's freed mapping made inaccessible before any thread
- * can take it from the cache, so that a use after free stops. A mapping
- * whose pages are mostly not resident (its first OS_RESIDENT_MAX_PAGES
- * looked at) gives them back too (*given_back): the next block it holds
- * then reads as zero with no memset, which faulted in every page of a
- * block whose program had touched three (the medium table's 50 faults an
- * operation, 2.9 k operations a second). One mostly resident keeps its
- * pages, the next block's memset cheaper than faulting them all in again
- * (the big table's blocks, written whole: 186 operations a second kept,
- * 103 given back). Purged before os_close whichever way it closes (guard
- * markers give the pages back, mprotect keeps them). False when the
- * kernel refuses. */
-static bool mapping_hide(char *base, size_t map_size, bool *given_back)
+/* A reused mapping (page-aligned) made to read as zero: only its resident
+ * OS pages can hold data, since the others were never touched or were
+ * given back, so those alone are zeroed and the others are left to fault
+ * in as zero when the program first touches them (a memset of the whole
+ * block faulted in every page of a block whose program touches three:
+ * the secure flavour, which zeroes every block, ran the medium table at
+ * 2.9-4.3 k operations a second, 50 faults each). All of it where the
+ * kernel does not say which pages are resident. */
+static void mapping_zero(char *base, size_t map_size)
 {
-    size_t looked = map_size / os_page_size();
-    if (looked > OS_RESIDENT_MAX_PAGES)
-        looked = OS_RESIDENT_MAX_PAGES;
-    size_t resident = os_resident_pages(base, map_size);
-    *given_back = resident == SIZE_MAX || resident * 2 <= looked;
-    if (!*given_back)
-        return os_protect(base, map_size, false);
-    os_purge(base, map_size, map_size);
-    return os_close(base, map_size);
+    size_t page = os_page_size(), pages = map_size / page;
+    unsigned char resident[OS_RESIDENT_MAX_PAGES];
+    for (size_t first = 0; first < pages; first += OS_RESIDENT_MAX_PAGES) {
+        size_t count = pages - first < OS_RESIDENT_MAX_PAGES ? pages - first : OS_RESIDENT_MAX_PAGES;
+        char *from = base + first * page;
+        if (!os_resident_map(from, count, resident)) {
+            memset(from, 0, count * page);
+            continue;
+        }
+        for (size_t i = 0; i < count;) { /* each run of resident pages in one memset */
+            size_t run = 0;
+            while (i + run < count && (resident[i + run] & 1))
+                run++;
+            if (run != 0)
+                memset(from + i * page, 0, run * page);
+            i += run + 1;
+        }
+    }
 }
 
 static void *place(char *base, size_t map_size, size_t offset, size_t asked)
@@ -524,7 +525,7 @@ void *large_alloc(size_t size, size_t alignment, bool zero)
     struct cached_mapping expired[CACHE_SLOTS], evicted[CACHE_SLOTS + 1] = {{0}};
     char *base = NULL;
     size_t resize_from = 0, n_evicted = 0;
-    bool tail_cached = false, given_back = false;
+    bool tail_cached = false;
     pthread_mutex_lock(&large_lock);
     size_t n = cache_expire(expired, false);
     /* Cached mappings are page-aligned: a block aligned to a page or less
@@ -533,18 +534,18 @@ void *large_alloc(size_t size, size_t alignment, bool zero)
      * its free mapped and unmapped a mapping each: 11 us a pair, glibc's
      * 110 ns.) */
     if (alignment <= page) {
-        base = cache_take(map_size, 2 * map_size, &map_size, &given_back);
+        base = cache_take(map_size, 2 * map_size, &map_size);
         if (base == NULL)
-            base = cache_take_resizable(map_size, &resize_from, &given_back); /* leaves resize_from 0 if none */
+            base = cache_take_resizable(map_size, &resize_from); /* leaves resize_from 0 if none */
         if (base == NULL)
             cache_missed(map_size);
         /* A larger one is split: its tail stays cached, resident, as a
          * mapping of its own, where shrinking it would give the pages back. */
         if (resize_from > map_size) {
-            if (cache_put(base + map_size, resize_from - map_size, given_back, evicted, &n_evicted))
+            if (cache_put(base + map_size, resize_from - map_size, evicted, &n_evicted))
                 tail_cached = true;
             else
-                evicted[n_evicted++] = (struct cached_mapping){base + map_size, resize_from - map_size, 0, false};
+                evicted[n_evicted++] = (struct cached_mapping){base + map_size, resize_from - map_size, 0};
             resize_from = 0;
         }
     }
@@ -560,8 +561,7 @@ void *large_alloc(size_t size, size_t alignment, bool zero)
         base = resized;
     }
     bool reused = base != NULL;
-    if (reused && secure_has(SECURE_LARGE_GUARD) &&
-        !(given_back ? os_open(base, map_size) : os_protect(base, map_size, true))) {
+    if (reused && secure_has(SECURE_LARGE_GUARD) && !os_protect(base, map_size, true)) {
         unmap_mapping(base, map_size);
         base = NULL;
         reused = false;
@@ -572,11 +572,9 @@ void *large_alloc(size_t size, size_t alignment, bool zero)
         errno = ENOMEM;
         return NULL;
     }
+    if (zero && reused) /* a fresh mapping is zero already; a reused one is not */
+        mapping_zero(base, map_size);
     void *p = place(base, map_size, offset, size);
-    /* A fresh mapping is zero already, and so is one whose pages were
-     * given back at its free (mapping_hide); another reused one is not. */
-    if (zero && reused && !given_back)
-        memset(p, 0, size);
     pthread_mutex_lock(&large_lock);
     bool ok = insert((uintptr_t)p, map_size, alignment);
     pthread_mutex_unlock(&large_lock);
@@ -614,7 +612,7 @@ bool large_free(void *p)
     struct profile_sample *sample = entry->sample;
     size_t map_size = entry->map_size;
     struct large_header *h = header_checked(p, map_size);
-    bool page_aligned = entry->alignment <= os_page_size(), given_back = false;
+    bool page_aligned = entry->alignment <= os_page_size();
     entry->address = SLOT_DELETED;
     recent_add((uintptr_t)p);
     char *base = (char *)p - h->offset;
@@ -624,12 +622,12 @@ bool large_free(void *p)
         /* Inaccessible before any thread can take it from the cache; the
          * system call outside the lock. */
         pthread_mutex_unlock(&large_lock);
-        bool hidden = page_aligned && mapping_hide(base, map_size, &given_back);
+        bool hidden = page_aligned && os_protect(base, map_size, false);
         pthread_mutex_lock(&large_lock);
         page_aligned = hidden;
     }
     size_t n = cache_expire(evicted, false);
-    bool kept = page_aligned && cache_put(base, map_size, given_back, evicted, &n);
+    bool kept = page_aligned && cache_put(base, map_size, evicted, &n);
     pthread_mutex_unlock(&large_lock);
     if (sample != NULL)
         profile_sample_drop(sample);
@@ -700,8 +698,7 @@ static void *realloc_into_cached(void *p, size_t size, size_t exact, size_t old_
 {
     size_t cached_size = 0;
     pthread_mutex_lock(&large_lock);
-    bool given_back;
-    char *cached = cache_take(exact, 16 * exact, &cached_size, &given_back);
+    char *cached = cache_take(exact, 16 * exact, &cached_size);
     bool reserved = cached != NULL && reserve_entry();
     pthread_mutex_unlock(&large_lock);
     if (cached == NULL)

@@ -410,16 +410,21 @@ void os_populate(void *addr, size_t size)
     errno = saved;
 }
 
+bool os_resident_map(const void *addr, size_t pages, unsigned char *resident)
+{
+    int saved = errno;
+    int failed = mincore((void *)addr, pages * os_page_size(), resident);
+    errno = saved;
+    return failed == 0;
+}
+
 size_t os_resident_pages(const void *addr, size_t size)
 {
     unsigned char resident[OS_RESIDENT_MAX_PAGES];
     size_t pages = size / os_page_size();
     if (pages > OS_RESIDENT_MAX_PAGES)
         pages = OS_RESIDENT_MAX_PAGES;
-    int saved = errno;
-    int failed = mincore((void *)addr, pages * os_page_size(), resident);
-    errno = saved;
-    if (failed != 0)
+    if (!os_resident_map(addr, pages, resident))
         return SIZE_MAX;
     size_t count = 0;
     for (size_t i = 0; i < pages; i++)

@@ -106,6 +106,10 @@ void os_populate(void *addr, size_t size);
  * the kernel does not say. */
 #define OS_RESIDENT_MAX_PAGES 256
 size_t os_resident_pages(const void *addr, size_t size);
+/* Which of the `pages` OS pages from addr (page-aligned; at most
+ * OS_RESIDENT_MAX_PAGES) are resident: bit 0 of resident[i] for the i-th;
+ * false when the kernel does not say. */
+bool os_resident_map(const void *addr, size_t pages, unsigned char *resident);
 /* Resizes a charged mapping, moving it if needed, its growth charged;
  * NULL on failure or past the limit. */
 void *os_remap(void *addr, size_t old_size, size_t new_size);
