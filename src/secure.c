@@ -21,6 +21,9 @@
  * its size word ends its usable bytes. */
 #include <errno.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "alloc.h"
 #include "block_guards.h"
@@ -31,6 +34,42 @@
 
 /* The largest size a small block holds with its tail. */
 #define SECURE_SMALL_LIMIT (SMALL_MAX - SECURE_TAIL_SMALL)
+
+/* A freed block of at least this many bytes is zeroed by stores that go
+ * around the caches (zero_freed). Paired against memset, 7 runs each: the
+ * threads table (blocks of 16 bytes to 16 KiB, a byte a page written)
+ * 0.76x the time at 1 thread, 0.78x with two ends written, 0.75x at 2
+ * threads; the cross-thread table 1.03x, sqlite3 1.02x, python3 0.95x.
+ * From 1 KiB on, the cross-thread table took 3.0x the time: the next
+ * thread to take such a block reads its first line at the hand-out (and
+ * writes the rest) from memory, where memset had left it in a cache. */
+#define ZERO_STREAMED_MIN 4096
+
+/* A freed block's bytes zeroed (SECURE_ZERO). A large one is cold in the
+ * caches where the program left it, typically, and memset would read
+ * every line of it from memory to write it: stores around the caches
+ * write it alone, and leave the caches to what the program uses. The
+ * fence orders them before whatever makes the block another thread's. */
+static void zero_freed(void *p, size_t size)
+{
+#if defined(__SSE2__)
+    if (size >= ZERO_STREAMED_MIN) {
+        char *c = p; /* 16-aligned, as every block */
+        __m128i zero = _mm_setzero_si128();
+        size_t done = 0;
+        for (; done + 64 <= size; done += 64) {
+            _mm_stream_si128((__m128i *)(c + done), zero);
+            _mm_stream_si128((__m128i *)(c + done + 16), zero);
+            _mm_stream_si128((__m128i *)(c + done + 32), zero);
+            _mm_stream_si128((__m128i *)(c + done + 48), zero);
+        }
+        memset(c + done, 0, size - done);
+        _mm_sfence();
+        return;
+    }
+#endif
+    memset(p, 0, size);
+}
 
 /* A small block of the class for `size` bytes: its first line checked zero
  * past the two words its free list wrote, which are cleared, so that it
@@ -198,7 +237,7 @@ void secure_free(void *p)
     if (secure_has(SECURE_CANARY) && unlikely(!guard_intact(p, &keys)))
         report_fatal("write before the start of a block (the guard word before it is overwritten)", p);
     if (secure_has(SECURE_ZERO))
-        memset(p, 0, slot - SECURE_GUARD_BYTES);
+        zero_freed(p, slot - SECURE_GUARD_BYTES);
     quarantine_put(thread_heap, p, slot, own_class);
     purger_start_if_wanted(); /* the frees it made may have filled the pages' free slices */
 }
