@@ -123,11 +123,18 @@ _Static_assert(MEDIUM_MAX_SLICES < SLICES_PER_SEGMENT, "a medium page fits a seg
  * page lies in whatever is below it: a closed or purged slice, another
  * page's block, the segment's header). For a class whose slot is a power
  * of two, up to PAGE_LEAD_SLOT_MAX bytes the lead is a slot, so its blocks
- * are aligned to their size (api.c, aligned allocations), and above,
- * PAGE_LEAD_BIG bytes, so they are aligned to a cache line and the first
- * block's guard and head share an OS page (a slot there made an OS page
- * resident for one word: the partly written threads table's peak 95.7
- * against 92.3 MB). For any other slot that is a multiple of 32 bytes,
+ * are aligned to their size (api.c, aligned allocations), and above, the
+ * same PAGE_LEAD_SLOT_MAX bytes, so they are aligned to an OS page: an
+ * aligned request of up to 128 KiB takes such a class rather than a
+ * mapping of its own (posix_memalign(4096, 8192) and its free, 120 ns
+ * through the mapping cache). Their lead's OS page is resident for the
+ * guard word alone (a slot lead above 4 KiB for every class made the
+ * partly written threads table's peak 95.7 against 92.3 MB; for the
+ * powers of two alone it costs no block, a page of 8 KiB blocks holding
+ * 7 after either lead). PAGE_LEAD_BIG bytes for the rest above 4 KiB
+ * that no lead puts beside their guard (the 4112-byte class: 64-aligned,
+ * the first block's guard and head in one OS page). For any other slot
+ * that is a multiple of 32 bytes,
  * PAGE_LEAD_IN_LINE bytes: every block then starts 16 or 48 bytes into a
  * cache line, beside its guard word, so that a free, which reads both,
  * fetches one cold line and not two (a block at a line's start has its
@@ -327,7 +334,9 @@ static inline uint32_t page_lead(size_t block_size)
     bool power_of_two = (block_size & (block_size - 1)) == 0;
     if (block_size % 32 == 0 && !power_of_two)
         return PAGE_LEAD_IN_LINE;
-    return block_size <= PAGE_LEAD_SLOT_MAX ? (uint32_t)block_size : PAGE_LEAD_BIG;
+    if (block_size <= PAGE_LEAD_SLOT_MAX)
+        return (uint32_t)block_size;
+    return power_of_two ? PAGE_LEAD_SLOT_MAX : PAGE_LEAD_BIG;
 }
 
 /* Whether every block of class c is aligned to `alignment` (a power of
@@ -339,18 +348,18 @@ static inline bool class_aligned(unsigned c, size_t alignment)
 }
 
 /* The first class from c on whose blocks are all aligned to `alignment` (a
- * power of two), or CLASS_COUNT when none is. Above PAGE_LEAD_BIG only a
- * class whose lead is a slot can be, so the scan stops at the classes above
- * PAGE_LEAD_SLOT_MAX, which every larger alignment would otherwise walk to
- * the end (posix_memalign(4096, 8192) took 400 instructions here). */
+ * power of two), or CLASS_COUNT when none is. No lead is a multiple of
+ * more than PAGE_LEAD_SLOT_MAX, so no class has a larger alignment; below
+ * it, every doubling of the classes holds a power of two, which has it, so
+ * the scan ends within a doubling (a walk of every class with two
+ * divisions each took 400 instructions). */
 static inline unsigned class_aligned_from(unsigned c, size_t alignment)
 {
-    for (; c < CLASS_COUNT; c++) {
-        if (alignment > PAGE_LEAD_BIG && class_size[c] > PAGE_LEAD_SLOT_MAX)
-            break;
+    if (alignment > PAGE_LEAD_SLOT_MAX)
+        return CLASS_COUNT;
+    for (; c < CLASS_COUNT; c++)
         if (class_aligned(c, alignment))
             return c;
-    }
     return CLASS_COUNT;
 }
 

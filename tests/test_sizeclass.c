@@ -191,7 +191,7 @@ static void test_pages(void)
     }
     CHECK(pages_ok);
     /* Where a page's blocks lie: every block 16-aligned; a power-of-two
-     * class's aligned to its size up to 4 KiB and to a line above; any
+     * class's aligned to its size up to 4 KiB and to 4 KiB above; any
      * other class of 32-byte multiples with every block's guard word in
      * the block's first line; the others as aligned as their size makes
      * them, up to a line. */
@@ -199,7 +199,7 @@ static void test_pages(void)
     for (unsigned c = 0; c < CLASS_COUNT; c++) {
         size_t size = class_size[c], natural = size & -size;
         bool power_of_two = natural == size;
-        size_t align = power_of_two ? (size <= 4096 ? size : 64) : size % 32 == 0 ? 16 : natural < 64 ? natural : 64;
+        size_t align = power_of_two ? (size <= 4096 ? size : 4096) : size % 32 == 0 ? 16 : natural < 64 ? natural : 64;
         if (!class_aligned(c, align) || class_aligned(c, align * 2))
             aligned_ok = 0;
         if (power_of_two || size % 32 != 0)
