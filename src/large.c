@@ -461,17 +461,18 @@ static char *map_mapping(size_t map_size, size_t alignment)
     return base;
 }
 
-/* A reused mapping (page-aligned) made to read as zero: only its resident
- * OS pages can hold data, since the others were never touched or were
- * given back, so those alone are zeroed and the others are left to fault
- * in as zero when the program first touches them (a memset of the whole
- * block faulted in every page of a block whose program touches three:
- * the secure flavour, which zeroes every block, ran the medium table at
- * 2.9-4.3 k operations a second, 50 faults each). All of it where the
- * kernel does not say which pages are resident. */
-static void mapping_zero(char *base, size_t map_size)
+/* The first `bytes` (whole OS pages) of a reused mapping made to read as
+ * zero: only its resident OS pages can hold data, since the others were
+ * never touched or were given back, so those alone are zeroed and the
+ * others are left to fault in as zero when the program first touches
+ * them (a memset of the whole block faulted in every page of a block
+ * whose program touches three: the secure flavour, which zeroes every
+ * block, ran the medium table at 2.9-4.3 k operations a second, 50 faults
+ * each). All of it where the kernel does not say which pages are
+ * resident. */
+static void mapping_zero(char *base, size_t bytes)
 {
-    size_t page = os_page_size(), pages = map_size / page;
+    size_t page = os_page_size(), pages = bytes / page;
     unsigned char resident[OS_RESIDENT_MAX_PAGES];
     for (size_t first = 0; first < pages; first += OS_RESIDENT_MAX_PAGES) {
         size_t count = pages - first < OS_RESIDENT_MAX_PAGES ? pages - first : OS_RESIDENT_MAX_PAGES;
@@ -572,8 +573,10 @@ void *large_alloc(size_t size, size_t alignment, bool zero)
         errno = ENOMEM;
         return NULL;
     }
-    if (zero && reused) /* a fresh mapping is zero already; a reused one is not */
-        mapping_zero(base, map_size);
+    /* A fresh mapping is zero already; of a reused one (up to twice the
+     * size, cache_take), the pages the block reaches are zeroed. */
+    if (zero && reused)
+        mapping_zero(base, round_to_page(offset + size));
     void *p = place(base, map_size, offset, size);
     pthread_mutex_lock(&large_lock);
     bool ok = insert((uintptr_t)p, map_size, alignment);
