@@ -571,7 +571,7 @@ void heap_free_block(void *p)
     if (likely(slice != NULL)) {
         small_guard_check(p);
         bool full;
-        struct bin *bin = bin_keep_foreign(self, slice->class_index, p, owner, false, &full);
+        struct bin *bin = bin_keep_foreign(self, slice_class(slice), p, owner, false, &full);
         if (bin != NULL) {
             if (unlikely(full))
                 heap_bin_flush(self, bin);
@@ -582,7 +582,7 @@ void heap_free_block(void *p)
         struct block *block = p;
         if (unlikely(block_is_free(block)))
             report_fatal("double free", block);
-        free_to_owner_from(&segment->pages[slice->page_slice], block, owner, true);
+        free_to_owner_from(&segment->pages[slice_page_index(slice)], block, owner, true);
         return;
     }
     free_unkept(free_segment_page(p), p);

@@ -157,7 +157,7 @@ static STRATA_ALWAYS_INLINE struct bin *bin_push_in_segment(struct heap *heap, s
     uint32_t offset = (uint32_t)((uintptr_t)p & SEGMENT_MASK);
     const struct slice *slice = &segment->slices[offset >> SLICE_SHIFT];
     if (likely(slice_holds_block(slice, offset))) {
-        struct bin *bin = &heap->bins[slice->class_index];
+        struct bin *bin = &heap->bins[slice_class(slice)];
         *full = bin_push_guarded(bin, p, true);
         if (bin == NULL)
             __builtin_unreachable(); /* the caller's test of it folds away */
@@ -214,8 +214,9 @@ static STRATA_ALWAYS_INLINE struct bin *bin_push_own(struct heap *heap, void *p,
 }
 
 /* The slice of p when p is another heap's carved small block (`owner`,
- * the segment's owner word, is not the heap's): the slice's class is a
- * small one and its carved key covers p (slice_holds_block_any_thread);
+ * the segment's owner word, is not the heap's): its carved key covers p
+ * (slice_holds_block_any_thread), which also says its class is a small
+ * one (a medium page's slices, and a slice in no page, have key 0);
  * NULL otherwise. Its guard word is the caller's to check: the push that
  * keeps it (bin_keep_foreign with `guard`), or small_guard_check. */
 static STRATA_ALWAYS_INLINE const struct slice *foreign_carved_slice(const struct heap *self,
@@ -224,8 +225,11 @@ static STRATA_ALWAYS_INLINE const struct slice *foreign_carved_slice(const struc
 {
     uint32_t offset = (uint32_t)((uintptr_t)p & SEGMENT_MASK);
     const struct slice *slice = &segment->slices[offset >> SLICE_SHIFT];
-    if (unlikely(slice->class_index >= CLASS_COUNT || owner == self->owner_word ||
-                 !slice_holds_block_any_thread(slice, offset)))
+    /* The slice's address made opaque, so that it is computed once: GCC
+     * forms it again for the carved key's atomic load (three instructions
+     * more a foreign free). */
+    __asm__("" : "+r"(slice));
+    if (unlikely(owner == self->owner_word || !slice_holds_block_any_thread(slice, offset)))
         return NULL;
     return slice;
 }
@@ -280,7 +284,7 @@ static STRATA_ALWAYS_INLINE struct bin *bin_push_foreign(struct heap *self, stru
                                                         uintptr_t owner, bool *full)
 {
     const struct slice *slice = foreign_carved_slice(self, segment, p, owner);
-    return slice != NULL ? bin_keep_foreign(self, slice->class_index, p, owner, true, full) : NULL;
+    return slice != NULL ? bin_keep_foreign(self, slice_class(slice), p, owner, true, full) : NULL;
 }
 
 /* ---- bins.c: refills, flushes and frees from anywhere -------------------- */

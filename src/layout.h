@@ -402,8 +402,8 @@ static inline char *medium_block(const struct page *page)
 #define PAGE_REMOTE_HEAD(v) ((struct block *)((v) & (((uintptr_t)1 << PAGE_REMOTE_SHIFT) - 1)))
 
 /* What a free needs of the slice it points into, four slices to a line. A
- * slice in no page has class CLASS_NONE, page slice 0 (the header's page
- * slot, never in use), multiplier 0 and carved key 0. */
+ * slice in no page has class CLASS_NONE, first block 0 (in the header's
+ * page slot, never in use), multiplier 0 and carved key 0. */
 struct slice {
     uint64_t multiplier; /* its class's (sizeclass.h) */
     /* The key of the first block the page has not carved (capacity block
@@ -412,16 +412,41 @@ struct slice {
      * holds free. Written by the page's owner only, read by any thread
      * freeing a block of the page (slice_holds_block_any_thread). */
     uint32_t carved_key;
-    uint8_t class_index;
-    uint8_t page_slice; /* the first slice of its page */
-    uint16_t lead;      /* its page's lead (page_lead), 0 for no small page */
+    /* Its page's first block (the page's start plus page_lead, less than a
+     * slice past it) as an offset in the segment, shifted 8 bits, above its
+     * class: one word, read once by a free for both (slice_first_block,
+     * slice_class). */
+    uint32_t placement;
 };
+_Static_assert(SEGMENT_SIZE <= (size_t)1 << 24 && PAGE_LEAD_SLOT_MAX < SLICE_SIZE,
+               "a first block's offset fits 24 bits and lies in its page's first slice");
+
+static inline uint32_t slice_placement(unsigned class_index, uint32_t first_block)
+{
+    return first_block << 8 | class_index;
+}
+
+static inline unsigned slice_class(const struct slice *slice)
+{
+    return slice->placement & 0xffu;
+}
+
+static inline uint32_t slice_first_block(const struct slice *slice)
+{
+    return slice->placement >> 8;
+}
+
+/* The index of the first slice of the slice's page (of its page record). */
+static inline unsigned slice_page_index(const struct slice *slice)
+{
+    return slice_first_block(slice) >> SLICE_SHIFT;
+}
 
 /* The offset in its page of a pointer at `offset` in the segment, in this
  * slice. */
 static inline uint32_t slice_page_offset(const struct slice *slice, uint32_t offset)
 {
-    return offset - ((uint32_t)slice->page_slice << SLICE_SHIFT) - slice->lead;
+    return offset - slice_first_block(slice);
 }
 
 /* The key of the pointer at `offset` in the segment, in this slice: i
@@ -436,7 +461,7 @@ static inline uint64_t slice_block_key(const struct slice *slice, uint32_t offse
  * start of one of the blocks the page holds, carved or not. */
 static inline bool slice_block_start(const struct slice *slice, const struct page *page, uint32_t in_page)
 {
-    return block_key(slice->multiplier, in_page) < page->reserved * class_block_key[slice->class_index];
+    return block_key(slice->multiplier, in_page) < page->reserved * class_block_key[slice_class(slice)];
 }
 
 /* Whether the pointer at `offset` in the segment, in this slice, is the
@@ -616,7 +641,7 @@ static inline unsigned slice_of(const void *p)
 
 static inline struct page *page_of(struct segment *segment, const void *p)
 {
-    return &segment->pages[segment->slices[slice_of(p)].page_slice];
+    return &segment->pages[slice_page_index(&segment->slices[slice_of(p)])];
 }
 
 /* The block below a carved small block p in its page, whose slot holds
@@ -626,7 +651,7 @@ static inline const void *small_block_below(const void *p)
 {
     const struct slice *slice = &segment_of(p)->slices[slice_of(p)];
     uint32_t offset = (uint32_t)((uintptr_t)p & SEGMENT_MASK);
-    return slice_page_offset(slice, offset) == 0 ? NULL : (const char *)p - class_size[slice->class_index];
+    return slice_page_offset(slice, offset) == 0 ? NULL : (const char *)p - class_size[slice_class(slice)];
 }
 
 /* ---- The secure flavour's block states ----------------------------------
@@ -698,7 +723,7 @@ static inline size_t small_usable_size(const void *p)
 {
     struct segment *segment = segment_of(p);
     const struct slice *slice = &segment->slices[slice_of(p)];
-    unsigned class_index = slice->class_index;
+    unsigned class_index = slice_class(slice);
     if (likely(class_index < CLASS_COUNT)) {
         if (unlikely(!slice_holds_block_any_thread(slice, (uint32_t)((uintptr_t)p & SEGMENT_MASK))))
             return 0; /* inside a block, or in the lead */

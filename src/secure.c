@@ -178,8 +178,8 @@ static size_t small_slot(const void *p, unsigned *own_class)
     const struct slice *slice = &segment->slices[offset >> SLICE_SHIFT];
     bool own = atomic_load_explicit(&segment->owner, memory_order_relaxed) == (uintptr_t)thread_heap;
     if (likely(own && slice_holds_block(slice, offset))) {
-        *own_class = slice->class_index;
-        return class_size[slice->class_index];
+        *own_class = slice_class(slice);
+        return class_size[slice_class(slice)];
     }
     *own_class = CLASS_NONE;
     struct page *page = free_segment_page((void *)p);
@@ -247,10 +247,10 @@ static bool starts_small_block(const void *p)
 {
     const struct segment *segment = segment_of(p);
     const struct slice *slice = &segment->slices[slice_of(p)];
-    if (slice->class_index >= CLASS_COUNT)
+    if (slice_class(slice) >= CLASS_COUNT)
         return false;
     uint32_t in_page = slice_page_offset(slice, (uint32_t)((uintptr_t)p & SEGMENT_MASK));
-    return slice_block_start(slice, &segment->pages[slice->page_slice], in_page);
+    return slice_block_start(slice, &segment->pages[slice_page_index(slice)], in_page);
 }
 
 bool secure_block_is_free(const void *p)

@@ -73,9 +73,9 @@ static void slices_name(struct segment *segment, unsigned first, unsigned count,
     for (unsigned k = first; k < first + count; k++)
         segment->slices[k] = (struct slice){
             .multiplier = class_multiplier[class_index],
-            .class_index = (uint8_t)class_index,
-            .page_slice = (uint8_t)page_slice,
-            .lead = (uint16_t)(class_index < CLASS_COUNT ? page_lead(class_size[class_index]) : 0)};
+            .placement = slice_placement(class_index, ((uint32_t)page_slice << SLICE_SHIFT) +
+                                                          (class_index < CLASS_COUNT ? page_lead(class_size[class_index])
+                                                                                      : 0))};
 }
 
 /* The page has carved its blocks up to page->capacity: the slices that
@@ -1160,9 +1160,12 @@ const char *segment_check(const struct segment *s, uintptr_t owner_word)
             return BROKEN("segment %p: page at slice %u has %u bytes touched, past its %u slices or not in OS pages",
                           (const void *)s, i, page->touched, page->slice_count);
         for (unsigned k = i; k < i + page->slice_count; k++)
-            if (s->slices[k].page_slice != i || s->slices[k].class_index != page->class_index)
+            if (slice_page_index(&s->slices[k]) != i || slice_class(&s->slices[k]) != page->class_index ||
+                slice_first_block(&s->slices[k]) != i * SLICE_SIZE + (page->class_index < CLASS_COUNT
+                                                                  ? page_lead(class_size[page->class_index])
+                                                                  : 0))
                 return BROKEN("segment %p: slice %u names page %u class %u, not page %u class %u",
-                              (const void *)s, k, s->slices[k].page_slice, s->slices[k].class_index,
+                              (const void *)s, k, slice_page_index(&s->slices[k]), slice_class(&s->slices[k]),
                               i, page->class_index);
         /* A small page's carved blocks lie after its lead. */
         bool small = page->class_index < CLASS_COUNT;
@@ -1210,10 +1213,10 @@ const char *segment_check(const struct segment *s, uintptr_t owner_word)
                       (unsigned long long)~(covered | s->free_mask | s->taken_mask | HEADER_SLICES));
     for (unsigned k = 1; k < SLICES_PER_SEGMENT; k++)
         if (((s->free_mask >> k) & 1) &&
-            (s->slices[k].page_slice != 0 || s->slices[k].class_index != CLASS_NONE || s->slices[k].carved_key != 0 ||
+            (slice_page_index(&s->slices[k]) != 0 || slice_class(&s->slices[k]) != CLASS_NONE || s->slices[k].carved_key != 0 ||
              s->slices[k].multiplier != 0))
             return BROKEN("segment %p: free slice %u still names page %u class %u", (const void *)s,
-                          k, s->slices[k].page_slice, s->slices[k].class_index);
+                          k, slice_page_index(&s->slices[k]), slice_class(&s->slices[k]));
     if (in_use != s->pages_in_use)
         return BROKEN("segment %p: %u pages in use, counted %u", (const void *)s, in_use,
                       s->pages_in_use);
@@ -1243,11 +1246,11 @@ struct page *free_segment_page(void *p)
 {
     struct segment *segment = segment_of(p);
     const struct slice *slice = &segment->slices[slice_of(p)];
-    unsigned class_index = slice->class_index; /* not the carved key: the owner's */
+    unsigned class_index = slice_class(slice); /* not the carved key: the owner's */
     if (class_index == CLASS_NONE) /* a medium block freed twice lands here too */
         report_fatal("free of a pointer into memory that is not allocated (a double free?)", p);
     uint32_t in_page = slice_page_offset(slice, (uint32_t)((uintptr_t)p & SEGMENT_MASK));
-    struct page *page = &segment->pages[slice->page_slice];
+    struct page *page = &segment->pages[slice_page_index(slice)];
     /* A medium page's one block lies MEDIUM_HEAD bytes in, its guards
      * around it; a small page's blocks are where their keys say. */
     if (class_index == CLASS_MEDIUM ? in_page != MEDIUM_HEAD : !slice_block_start(slice, page, in_page))

@@ -245,8 +245,8 @@ static void test_medium_blocks(void)
     CHECK_CMP(page->start + MEDIUM_HEAD, ==, (char *)p);
     CHECK_CMP(page->slice_count, ==, 17);
     CHECK_CMP(strata_usable_size(p), ==, size);
-    CHECK_CMP(segment->slices[slice_of(p) + 16].class_index, ==, CLASS_MEDIUM);
-    CHECK_CMP(segment->slices[slice_of(p) + 16].page_slice, ==, slice_of(p));
+    CHECK_CMP(slice_class(&segment->slices[slice_of(p) + 16]), ==, CLASS_MEDIUM);
+    CHECK_CMP(slice_page_index(&segment->slices[slice_of(p) + 16]), ==, slice_of(p));
     CHECK_SOUND(heap_check(heap));
     memset(p, 0xab, size);
     /* Its size rounded up to 16; within a slice's slack it keeps its slices. */
@@ -277,7 +277,7 @@ static void test_medium_blocks(void)
     CHECK_SOUND(heap_check(heap));
     /* Its slices are free again (malloc_usable_size of them stops the
      * program: test_usable_size_misuse). */
-    CHECK_CMP(segment->slices[slice_of(q)].class_index, ==, CLASS_NONE);
+    CHECK_CMP(slice_class(&segment->slices[slice_of(q)]), ==, CLASS_NONE);
 
     /* A loop of medium blocks maps nothing once its slices are resident,
      * and calloc zeroes what the last block left. */
@@ -331,13 +331,14 @@ static void test_first_page(void)
     struct segment *segment = segment_of(first);
     struct page *page = page_of(segment, first);
     CHECK_CMP(atomic_load(&segment->owner), ==, heap->owner_word);
-    CHECK_CMP(segment->slices[slice_of(first)].class_index, ==, c48);
+    CHECK_CMP(slice_class(&segment->slices[slice_of(first)]), ==, c48);
     /* The slice knows where its page's carving stops: its carved key takes
      * the page's carved blocks' starts, and nothing else (not its lead,
      * a slot whose last word is the first block's guard). */
     const struct slice *slice = &segment->slices[slice_of(first)];
     CHECK_CMP(slice->carved_key, ==, page->capacity * class_block_key[c48]);
-    CHECK_CMP(slice->lead, ==, 48);
+    CHECK_CMP(slice_first_block(slice), ==, ((uintptr_t)page->start & SEGMENT_MASK) + 48);
+    CHECK_CMP(slice_page_index(slice), ==, slice_of(page->start));
     uint32_t page_offset = (uint32_t)((uintptr_t)page_blocks(page) & SEGMENT_MASK);
     CHECK(!slice_holds_block(slice, (uint32_t)((uintptr_t)page->start & SEGMENT_MASK)));
     CHECK(slice_holds_block(slice, page_offset));
@@ -840,7 +841,7 @@ static void test_empty_pages(void)
     if (full != heap->current[c48]) {
         CHECK(!full->in_use);
         CHECK((segment_of(blocks[0])->free_mask >> full_slice) & 1);
-        CHECK_CMP(segment_of(blocks[0])->slices[full_slice].class_index, ==, CLASS_NONE);
+        CHECK_CMP(slice_class(&segment_of(blocks[0])->slices[full_slice]), ==, CLASS_NONE);
         CHECK_CMP(segment_of(blocks[0])->slices[full_slice].carved_key, ==, 0);
     }
 }
