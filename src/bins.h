@@ -132,7 +132,12 @@ static STRATA_ALWAYS_INLINE bool bin_push(struct bin *bin, struct block *block)
  * never NULL. */
 static STRATA_ALWAYS_INLINE uintptr_t own_segment_entry(const struct heap *heap, const void *p)
 {
-    return atomic_load_explicit(&heap->own_segments[own_segment_slot((uintptr_t)p)], memory_order_relaxed);
+    /* The slot's byte offset taken from the address by one mask: indexed
+     * by own_segment_slot, GCC adds the array's offset in an instruction
+     * of its own before an atomic load (one more a free). */
+    size_t byte = ((uint32_t)(uintptr_t)p >> (SEGMENT_SHIFT - 3)) & ((OWN_SEGMENT_SLOTS - 1) * sizeof(uintptr_t));
+    return atomic_load_explicit((const _Atomic uintptr_t *)((const char *)heap->own_segments + byte),
+                                memory_order_relaxed);
 }
 
 /* Whether p lies in the segment whose header is `entry`: p's bits above
