@@ -33,4 +33,14 @@ static STRATA_ALWAYS_INLINE void free_inline(void *p)
         free_fast(p);
 }
 
+/* malloc_usable_size: the calling heap's own small block answered inline
+ * (own_block_usable_size), anything else by api_usable_size. */
+static STRATA_ALWAYS_INLINE size_t usable_size_inline(const void *p)
+{
+    if (STRATA_SECURE_BUILD)
+        return api_usable_size(p);
+    size_t size = own_block_usable_size(thread_heap, p);
+    return likely(size != 0) ? size : api_usable_size(p);
+}
+
 #endif /* STRATA_API_H */

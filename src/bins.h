@@ -189,6 +189,25 @@ static STRATA_ALWAYS_INLINE struct bin *bin_push_own_segment(struct heap *heap, 
     return NULL;
 }
 
+/* The usable size of p when it is a live block the calling heap's own
+ * segment has carved, 0 otherwise (the caller's full look-up then answers
+ * or reports). malloc_usable_size's fast path: redis and sqlite3 ask it at
+ * every allocation and free. Checks: bin_push_own_segment's test of the
+ * slot's entry (p lies in a segment the heap owns, with no segment map
+ * look-up); the start of a block the page has carved (the owner reads its
+ * carved key plainly); the block is not free (its two words). */
+static STRATA_ALWAYS_INLINE size_t own_block_usable_size(const struct heap *heap, const void *p)
+{
+    uintptr_t entry = own_segment_entry(heap, p);
+    if (unlikely(!own_segment_entry_holds(entry, p)))
+        return 0;
+    uint32_t offset = (uint32_t)((uintptr_t)p & SEGMENT_MASK);
+    const struct slice *slice = &((const struct segment *)entry)->slices[offset >> SLICE_SHIFT];
+    if (unlikely(!slice_holds_block(slice, offset) || block_is_free(p)))
+        return 0;
+    return class_usable(slice_class(slice));
+}
+
 /* bin_push_own (below) for a segment whose owner word the caller has read
  * as the heap's own. */
 static STRATA_ALWAYS_INLINE struct bin *bin_push_owned(struct heap *heap, struct segment *segment, void *p,

@@ -60,7 +60,7 @@ EXPORT void *pvalloc(size_t size)
     }
     return api_aligned_alloc(page, (size + page - 1) & ~(page - 1));
 }
-EXPORT size_t malloc_usable_size(void *ptr) { return api_usable_size(ptr); }
+EXPORT size_t malloc_usable_size(void *ptr) { return usable_size_inline(ptr); }
 
 EXPORT void *__libc_malloc(size_t size) { return alloc_inline(size); }
 EXPORT void __libc_free(void *ptr) { free_inline(ptr); }

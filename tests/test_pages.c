@@ -1663,6 +1663,45 @@ static void test_usable_size_misuse(void)
     CHECK_CMP(strata_usable_size(&on_stack), ==, 0);
 }
 
+/* malloc_usable_size's inline path (api.h, usable_size_inline) answers
+ * the heap's own carved live blocks, as the full look-up does, and leaves
+ * everything else to it: a pointer inside a block, a free block, a medium
+ * or large block, NULL and another thread's block. */
+static void *allocate_48(void *unused)
+{
+    (void)unused;
+    return strata_malloc(48 - SMALL_GUARD_BYTES);
+}
+
+static void test_usable_size_inline(void)
+{
+    struct heap *heap = own_heap();
+    char *p = strata_malloc(100);
+    CHECK(p != NULL);
+    size_t usable = strata_usable_size(p);
+    CHECK_CMP(usable, >=, 100);
+    CHECK_CMP(own_block_usable_size(heap, p), ==, usable);
+    CHECK_CMP(own_block_usable_size(heap, p + 16), ==, 0);
+    CHECK_CMP(own_block_usable_size(heap, NULL), ==, 0);
+    char *medium = strata_malloc(SMALL_MAX + 1000), *large = strata_malloc(MEDIUM_MAX + 1000);
+    CHECK(medium != NULL && large != NULL);
+    CHECK_CMP(own_block_usable_size(heap, medium), ==, 0);
+    CHECK_CMP(own_block_usable_size(heap, large), ==, 0);
+    pthread_t thread;
+    void *theirs = NULL;
+    CHECK_CMP(pthread_create(&thread, NULL, allocate_48, NULL), ==, 0);
+    CHECK_CMP(pthread_join(thread, &theirs), ==, 0);
+    CHECK(theirs != NULL);
+    if (segment_of(theirs)->owner != heap->owner_word)
+        CHECK_CMP(own_block_usable_size(heap, theirs), ==, 0);
+    CHECK_CMP(strata_usable_size(theirs), >=, 48 - SMALL_GUARD_BYTES);
+    strata_free(theirs);
+    strata_free(medium);
+    strata_free(large);
+    strata_free(p); /* into the bin: a free block the inline path refuses */
+    CHECK_CMP(own_block_usable_size(heap, p), ==, 0);
+}
+
 static const struct check_case cases[] = {
     {"usable-size-freed-small", usable_size_of_freed_small},
     {"usable-size-freed-medium", usable_size_of_freed_medium},
@@ -1701,6 +1740,7 @@ static const struct check_test tests[] = {
     {"pages_written_whole", test_pages_written_whole},
     {"medium_populated", test_medium_populated},
     {"usable_size_misuse", test_usable_size_misuse},
+    {"usable_size_inline", test_usable_size_inline},
 };
 
 int main(int argc, char **argv)
