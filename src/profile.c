@@ -63,6 +63,23 @@ struct profile_event {
 /* Events a thread's log holds before they are added up. */
 #define LOG_EVENTS 64
 
+/* A walk remembered: the stack entry a walk from this start found, and
+ * the stack words it read (stack_walk.h). A later sample from the same
+ * start (the same code at the same stack depth, as a loop's samples are;
+ * its frame pointer too where the walk used it) whose words still hold
+ * what was read would walk to the same frames:
+ * it takes the entry with neither the walk nor the stack's hash and
+ * probe (together about 350 instructions of a sample's 900 on the
+ * threads table). pc 0: none. Its thread's alone. */
+struct walk_remembered {
+    uintptr_t pc, sp, bp;
+    struct profile_stack *stack;
+    struct stack_reads reads;
+};
+
+/* Walks a thread's log remembers, by their start (a power of two). */
+#define WALKS_REMEMBERED 8
+
 /* A thread's events not yet added up. Its thread writes events[count] and
  * then publishes count + 1 (a release store, no lock); whoever adds them up
  * holds the profile lock, takes those from `done` to the published count
@@ -74,6 +91,9 @@ struct profile_log {
     uint32_t done;            /* added up so far (profile lock) */
     _Atomic uint32_t count;   /* written so far (its thread alone writes it) */
     struct profile_event events[LOG_EVENTS];
+    /* Its thread's (the words read lie in that thread's stack): emptied
+     * when another thread claims the log. */
+    struct walk_remembered walks[WALKS_REMEMBERED];
 };
 
 static struct os_lock profile_lock;
@@ -441,8 +461,11 @@ static struct profile_log *log_claim(void)
             logs = log;
         }
     }
-    if (log != NULL)
+    if (log != NULL) {
         log->owned = true;
+        for (size_t i = 0; i < WALKS_REMEMBERED; i++)
+            log->walks[i].pc = 0;
+    }
     os_lock_give(&profile_lock);
     thread_log = log;
     return log;
@@ -481,12 +504,31 @@ bool profile_sample_take(size_t size, size_t chance_bytes, const struct stack_st
     if (!profile_on || inside_profiler)
         return false;
     inside_profiler = true;
-    struct unwinding u;
-    int walked = stack_walk_from(start, u.frames, PROFILE_DEPTH, own_text_start, own_text_end);
-    u.depth = walked > 0 ? (uint32_t)walked : 0;
-    if (walked < 0) /* a frame the walk does not follow: libgcc's unwinder follows every one */
-        _Unwind_Backtrace(unwind_step, &u);
-    struct profile_stack *stack = stack_entry(&u);
+    struct profile_log *log = thread_log;
+    if (log == NULL && thread_logs)
+        log = log_claim();
+    struct walk_remembered *remembered = NULL;
+    if (log != NULL) {
+        size_t slot = (size_t)(((start->pc ^ start->sp) * 0x9e3779b97f4a7c15u) >> 61); /* WALKS_REMEMBERED = 2^3 */
+        remembered = &log->walks[slot];
+    }
+    struct profile_stack *stack;
+    if (remembered != NULL && remembered->pc == start->pc && remembered->sp == start->sp &&
+        (remembered->bp == start->bp || !remembered->reads.start_bp_used) &&
+        stack_reads_unchanged(&remembered->reads)) {
+        stack = remembered->stack;
+    } else {
+        struct unwinding u;
+        struct stack_reads reads;
+        int walked = stack_walk_from(start, u.frames, PROFILE_DEPTH, own_text_start, own_text_end, &reads);
+        u.depth = walked > 0 ? (uint32_t)walked : 0;
+        if (walked < 0) /* a frame the walk does not follow: libgcc's unwinder follows every one */
+            _Unwind_Backtrace(unwind_step, &u);
+        stack = stack_entry(&u);
+        if (remembered != NULL && walked >= 0 && reads.complete && stack != NULL) {
+            *remembered = (struct walk_remembered){start->pc, start->sp, start->bp, stack, reads};
+        }
+    }
     if (stack != NULL) {
         *sample = (struct profile_sample){stack, size, chance_bytes};
         event_write(stack, (int64_t)size, chance_bytes);

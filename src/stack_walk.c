@@ -481,16 +481,50 @@ static void cache_store(uintptr_t pc, const struct frame_rule *rule)
 /* A walk that runs past this much stack has gone wrong: it stops. */
 #define STACK_SPAN_MAX ((uintptr_t)256 << 20)
 
-int stack_walk_from(const struct stack_start *start, uintptr_t *frames, int max, uintptr_t skip_start,
-                    uintptr_t skip_end)
+/* A word the walk read, noted for its caller (counted past the room,
+ * which makes the record incomplete); its index. */
+static inline int read_noted(struct stack_reads *reads, uintptr_t at, uintptr_t value)
 {
+    if (reads == NULL)
+        return -1;
+    if (reads->count < STACK_READS_MAX) {
+        reads->at[reads->count] = at;
+        reads->value[reads->count] = value;
+    }
+    return (int)reads->count++;
+}
+
+/* A noted read that turned out not to matter: a saved rbp that no frame's
+ * CFA used before the next was restored (code built without frame
+ * pointers keeps data there, different at every call). */
+static inline void read_forgotten(struct stack_reads *reads, int index)
+{
+    if (reads == NULL || index < 0 || reads->count > STACK_READS_MAX)
+        return; /* an incomplete record stays incomplete */
+    /* The others keep their order (stack_reads_unchanged). */
+    for (uint32_t i = (uint32_t)index; i + 1 < reads->count; i++) {
+        reads->at[i] = reads->at[i + 1];
+        reads->value[i] = reads->value[i + 1];
+    }
+    reads->count--;
+}
+
+int stack_walk_from(const struct stack_start *start, uintptr_t *frames, int max, uintptr_t skip_start,
+                    uintptr_t skip_end, struct stack_reads *reads)
+{
+    if (reads != NULL) {
+        reads->count = 0;
+        reads->complete = false;
+        reads->start_bp_used = false;
+    }
 #if defined(__x86_64__)
     if (start->pc == 0)
         return -1;
     uintptr_t pc = start->pc, sp = start->sp, bp = start->bp;
     uintptr_t lowest = sp;
     int depth = 0;
-    bool first = true;
+    bool first = true, bp_restored = false;
+    int bp_read_unused = -1; /* the noted read of rbp's last restore, while no CFA used it */
     while (depth < max) {
         /* A return address is the instruction after the call: its rule is
          * the call's, one byte back. */
@@ -506,12 +540,22 @@ int stack_walk_from(const struct stack_start *start, uintptr_t *frames, int max,
         }
         if (rule.ra_undefined)
             break;
+        if (rule.cfa_register == REG_RBP) {
+            if (!bp_restored && reads != NULL)
+                reads->start_bp_used = true;
+            bp_read_unused = -1;
+        }
         uintptr_t cfa = (rule.cfa_register == REG_RSP ? sp : bp) + (uintptr_t)rule.cfa_offset;
         if (cfa <= sp || cfa - lowest > STACK_SPAN_MAX || (cfa & 7) != 0)
             return -1;
         uintptr_t caller = *(const uintptr_t *)(cfa - 8);
-        if (rule.rbp_offset != 0)
+        read_noted(reads, cfa - 8, caller);
+        if (rule.rbp_offset != 0) {
             bp = *(const uintptr_t *)(cfa + (uintptr_t)rule.rbp_offset);
+            read_forgotten(reads, bp_read_unused);
+            bp_read_unused = read_noted(reads, cfa + (uintptr_t)rule.rbp_offset, bp);
+            bp_restored = true;
+        }
         sp = cfa;
         pc = caller;
         if (pc == 0)
@@ -519,6 +563,12 @@ int stack_walk_from(const struct stack_start *start, uintptr_t *frames, int max,
         if (depth > 0 || pc < skip_start || pc >= skip_end)
             frames[depth++] = pc;
         first = false;
+    }
+    read_forgotten(reads, bp_read_unused);
+    if (reads != NULL) {
+        reads->complete = reads->count <= STACK_READS_MAX;
+        if (!reads->complete)
+            reads->count = STACK_READS_MAX;
     }
     return depth;
 #else
@@ -537,5 +587,5 @@ STRATA_NOINLINE int stack_walk(uintptr_t *frames, int max, uintptr_t skip_start,
      * leads to its caller. */
     struct stack_start here;
     stack_start_here(&here);
-    return stack_walk_from(&here, frames, max, skip_start, skip_end);
+    return stack_walk_from(&here, frames, max, skip_start, skip_end, NULL);
 }

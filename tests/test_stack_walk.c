@@ -171,7 +171,7 @@ static int from_compared, from_differed;
 static __attribute__((noinline)) void walk_from_start(const struct stack_start *start)
 {
     struct trace from, full;
-    from.depth = stack_walk_from(start, from.frames, DEPTH, 0, 0);
+    from.depth = stack_walk_from(start, from.frames, DEPTH, 0, 0, NULL);
     full.depth = stack_walk(full.frames, DEPTH, 0, 0);
     if (from.depth < 0 || full.depth < 0)
         return;
@@ -213,11 +213,112 @@ static void test_from_start(void)
     CHECK_CMP(from_differed, ==, 0);
     struct stack_start nowhere = {0, 0, 0};
     uintptr_t frames[4];
-    CHECK_CMP(stack_walk_from(&nowhere, frames, 4, 0, 0), ==, -1);
+    CHECK_CMP(stack_walk_from(&nowhere, frames, 4, 0, 0, NULL), ==, -1);
+}
+
+/* The words a walk read tell a later walk from the same start whether it
+ * would find the same frames: the same call path again, yes; another path
+ * to the same start (the same code at the same stack depth), no. */
+static struct stack_start start_before;
+static struct stack_reads reads_before;
+static struct trace trace_before;
+static int reads_held, reads_changed, starts_matched;
+
+static __attribute__((noinline)) void walk_remembering(bool first)
+{
+    struct stack_start start;
+    stack_start_here(&start);
+    if (first) {
+        start_before = start;
+        trace_before.depth = stack_walk_from(&start, trace_before.frames, DEPTH, 0, 0, &reads_before);
+        sink++;
+        return;
+    }
+    if (start.pc != start_before.pc || start.sp != start_before.sp)
+        return;
+    starts_matched++;
+    struct trace now;
+    now.depth = stack_walk_from(&start, now.frames, DEPTH, 0, 0, NULL);
+    bool same = now.depth == trace_before.depth;
+    for (int i = 0; same && i < now.depth; i++)
+        same = now.frames[i] == trace_before.frames[i];
+    if (stack_reads_unchanged(&reads_before)) {
+        reads_held++;
+        CHECK(same); /* unchanged words must mean the same frames */
+    } else {
+        reads_changed++;
+    }
+    sink++;
+}
+
+static __attribute__((noinline)) void path_one(bool first)
+{
+    walk_remembering(first);
+    sink++;
+}
+
+static __attribute__((noinline)) void path_two(bool first)
+{
+    walk_remembering(first);
+    sink += 2;
+}
+
+static void test_reads(void)
+{
+    /* The same call site twice (the second time the words still hold),
+     * then another caller at the same depth, whose return address into
+     * walk_remembering differs. */
+    static volatile int rounds = 2; /* not unrolled: one call site */
+    for (int i = 0; i < rounds; i++)
+        path_one(i == 0);
+    path_two(false);
+    CHECK(trace_before.depth > 0);
+    CHECK(reads_before.complete);
+    CHECK_CMP(reads_before.count, >=, 1);
+    CHECK_CMP(reads_before.count, <=, STACK_READS_MAX);
+    CHECK_CMP(starts_matched, >=, 1);
+    CHECK_CMP(reads_held, >=, 1);
+    if (starts_matched == 2)
+        CHECK_CMP(reads_changed, ==, 1);
+    /* A word that changed is found. */
+    struct stack_reads altered = reads_before;
+    altered.value[altered.count - 1] ^= 1;
+    CHECK(!stack_reads_unchanged(&altered));
+    /* A walk from a frame-pointer frame uses the start's rbp. */
+    struct stack_start start;
+    stack_start_here(&start);
+    uintptr_t frames[DEPTH];
+    struct stack_reads reads;
+    CHECK_CMP(stack_walk_from(&start, frames, DEPTH, 0, 0, &reads), >, 0);
+    CHECK(stack_reads_unchanged(&reads));
+}
+
+static char *volatile room_escaped; /* keeps the alloca, and so rbp as the frame's base */
+
+static __attribute__((noinline)) void walk_from_frame_pointer_frame(int n)
+{
+    char *room = alloca(16 + (size_t)n * 64);
+    room[0] = (char)n;
+    room_escaped = room;
+    struct stack_start start;
+    stack_start_here(&start);
+    uintptr_t frames[DEPTH];
+    struct stack_reads reads;
+    CHECK_CMP(stack_walk_from(&start, frames, DEPTH, 0, 0, &reads), >, 0);
+    CHECK(reads.start_bp_used);
+    sink += room[0];
+}
+
+static void test_reads_frame_pointer(void)
+{
+    static volatile int room_size = 3; /* a size the compiler cannot know: a real alloca */
+    walk_from_frame_pointer_frame(room_size);
 }
 
 static const struct check_test tests[] = {
     {"from_start", test_from_start},
+    {"reads", test_reads},
+    {"reads_frame_pointer", test_reads_frame_pointer},
     {"depths", test_depths},
     {"through_libc", test_through_libc},
     {"threads", test_threads},
