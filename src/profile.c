@@ -474,22 +474,43 @@ static struct profile_log *log_claim(void)
 /* The event goes straight into the log, field by field: built on the
  * stack and copied, it was read back by wider loads than its stores,
  * which wait for the store buffer to drain (as same_stack's comment says). */
-static void event_write(struct profile_stack *stack, int64_t size, size_t chance_bytes)
+/* event_write's other cases: the thread has no log yet, or none to have
+ * (the event is added up at once), or its log is full (added up, then
+ * written from the start); the count to write at, or -1 when done. Out
+ * of line, so that the write itself saves no registers. */
+static STRATA_NOINLINE int64_t event_write_slow(struct profile_stack *stack, int64_t size, size_t chance_bytes)
 {
     struct profile_log *log = thread_log;
-    if (unlikely(log == NULL) && (log = log_claim()) == NULL) {
+    if (log == NULL && (log = log_claim()) == NULL) {
         struct profile_event e = {stack, size, chance_bytes};
         os_lock_take_spinning(&profile_lock);
         event_add(&e);
         os_lock_give(&profile_lock);
-        return;
+        return -1;
     }
     uint32_t count = atomic_load_explicit(&log->count, memory_order_relaxed);
-    if (unlikely(count == LOG_EVENTS)) {
+    if (count == LOG_EVENTS) {
         os_lock_take_spinning(&profile_lock);
         log_emptied(log);
         os_lock_give(&profile_lock);
         count = 0;
+    }
+    return count;
+}
+
+static inline void event_write(struct profile_stack *stack, int64_t size, size_t chance_bytes)
+{
+    struct profile_log *log = thread_log;
+    uint32_t count;
+    if (likely(log != NULL) &&
+        likely((count = atomic_load_explicit(&log->count, memory_order_relaxed)) != LOG_EVENTS)) {
+        /* the common case: room in the thread's log */
+    } else {
+        int64_t at = event_write_slow(stack, size, chance_bytes);
+        if (at < 0)
+            return;
+        log = thread_log;
+        count = (uint32_t)at;
     }
     struct profile_event *e = &log->events[count];
     e->stack = stack;
