@@ -289,7 +289,7 @@ void config_init(void)
     block_secret.address = (uintptr_t)os_random();
     block_secret.canary = (uintptr_t)os_random();
     block_secret.size = (uintptr_t)os_random();
-    block_secret.guard = (uintptr_t)os_random();
+    block_secret.guard = ((uintptr_t)os_random() & ~GUARD_SECRET_FIXED_MASK) | GUARD_SECRET_FIXED_BITS;
     block_secret.sampled = (uintptr_t)os_random();
     sizeclass_init();
     once_end(&config_once, &config_running_here);

@@ -63,10 +63,24 @@ static inline bool purger_gives_back_later(void)
  * at start-up (config_init) and read-only afterwards. The secure flavour
  * keys the canaries after blocks and large blocks' size words with three
  * more (block_guards.h, keys_of: `address` is mixed with the block's). */
+/* The bits of the small guard words' secret that are fixed, and their
+ * values. A block's address has its top two bytes zero (user space) and
+ * its low four bits fixed by its class (0, or 8 in the smallest class), so
+ * these bits of the guard word are the same at every block of a class:
+ * the top bit of each of its two top bytes set, so that a byte of text
+ * written just below a block (an underflow by one or two) always changes
+ * it, and its low nibble 0xb (0x3 in the smallest class), so that a
+ * string's terminator or a character run one byte past the block below
+ * (any whose low nibble differs: NUL, 'O', 'U') does too; with a random
+ * secret there, one such write in 256 went unseen (test_security.sh's
+ * underflow-1 once in a full run). 58 bits stay random. */
+#define GUARD_SECRET_FIXED_MASK ((uintptr_t)0x808000000000000full)
+#define GUARD_SECRET_FIXED_BITS ((uintptr_t)0x808000000000000bull)
+
 struct block_secrets {
     uintptr_t link, check;
     uintptr_t address, canary, size;
-    uintptr_t guard;   /* the default flavour's small guard words (layout.h) */
+    uintptr_t guard;   /* the default flavour's small guard words (layout.h); GUARD_SECRET_FIXED_MASK's bits fixed */
     uintptr_t sampled; /* their marks of the heap profiler's samples (layout.h) */
 };
 extern STRATA_INTERNAL struct block_secrets block_secret;

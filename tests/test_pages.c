@@ -1702,6 +1702,41 @@ static void test_usable_size_inline(void)
     CHECK_CMP(own_block_usable_size(heap, p), ==, 0);
 }
 
+/* A byte of text written just below a block, or one past the block
+ * below, always changes the guard word: its two top bytes have their top
+ * bits set and its low nibble is fixed by the block's alignment (options.h,
+ * GUARD_SECRET_FIXED_BITS), with a random secret beside them. */
+static void test_guard_word_bytes(void)
+{
+    CHECK_CMP(block_secret.guard & GUARD_SECRET_FIXED_MASK, ==, GUARD_SECRET_FIXED_BITS);
+    static const size_t sizes[] = {8, 24, 40, 100, 1000, 4000, 4096, 16000, 60000};
+    int fixed_ok = 1, text_changes_ok = 1;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        for (int k = 0; k < 8; k++) {
+            char *p = strata_malloc(sizes[i]);
+            CHECK(p != NULL && is_segment_pointer(p));
+            uintptr_t guard = small_guard_read(p);
+            /* Blocks lie 16-aligned, or 8 past (the smallest class's):
+             * the low nibble is 0xb or 0x3. */
+            uintptr_t nibble = ((uintptr_t)p & 0xf) ^ (GUARD_SECRET_FIXED_BITS & 0xf);
+            if (guard != small_guard_word(p) || ((uintptr_t)p & 7) != 0 ||
+                ((guard ^ (uintptr_t)p) & GUARD_SECRET_FIXED_MASK) != GUARD_SECRET_FIXED_BITS)
+                fixed_ok = 0;
+            for (unsigned b = 0; b < 0x80; b++) { /* NUL and every ASCII character */
+                if ((guard >> 56) == b || ((guard >> 48) & 0xff) == b)
+                    text_changes_ok = 0;
+                if ((b & 0xf) != nibble && (guard & 0xff) == b)
+                    text_changes_ok = 0;
+            }
+            if (nibble == 0x0 || nibble == 0xf || nibble == 0x5) /* NUL, 'O', 'U' */
+                text_changes_ok = 0;
+            strata_free(p);
+        }
+    }
+    CHECK(fixed_ok);
+    CHECK(text_changes_ok);
+}
+
 static const struct check_case cases[] = {
     {"usable-size-freed-small", usable_size_of_freed_small},
     {"usable-size-freed-medium", usable_size_of_freed_medium},
@@ -1741,6 +1776,7 @@ static const struct check_test tests[] = {
     {"medium_populated", test_medium_populated},
     {"usable_size_misuse", test_usable_size_misuse},
     {"usable_size_inline", test_usable_size_inline},
+    {"guard_word_bytes", test_guard_word_bytes},
 };
 
 int main(int argc, char **argv)
