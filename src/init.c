@@ -6,6 +6,7 @@
  * thread gives back what heaps leave idle and retires the heaps exited
  * threads parked, and ends when the program's last thread has ended. */
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 
 #include "bins.h"
@@ -271,7 +272,16 @@ void purger_start(void)
     /* What the C library allocates for the thread (its TLS vector) is
      * strata's, not the program's: the heap profiler leaves it out. */
     bool was_unsampled = profile_unsampled_begin();
+    /* Every signal blocked in the thread (it inherits the mask it is
+     * created with): a signal sent to the process goes to one of the
+     * program's threads, as the program expects, never to strata's (where
+     * it would neither interrupt the program's blocking call nor run its
+     * handler at once: Python's signal tests failed now and then). */
+    sigset_t all, previous;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &previous);
     int created = pthread_create(&thread, &attr, purger_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &previous, NULL);
     profile_unsampled_end(was_unsampled);
     if (created == 0) {
         if (strata_options.verbose)

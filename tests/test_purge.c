@@ -6,6 +6,7 @@
  * value is reported. */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <time.h>
 
@@ -627,6 +628,28 @@ static int purger_sleeps(void)
     return 0;
 }
 
+/* The purger thread's blocked signals (its status's SigBlk, a mask of
+ * signal numbers less one), once it runs; -1 when it never does. */
+static int purger_signals(void)
+{
+    started();
+    char path[320];
+    bool running = false;
+    for (int i = 0; i < 500 && !(running = purger_task_status(path, sizeof path)); i++)
+        quiet(2);
+    unsigned long long blocked = 0;
+    bool read = false;
+    FILE *f = running ? fopen(path, "r") : NULL;
+    char line[256];
+    while (f != NULL && fgets(line, sizeof line, f) != NULL)
+        if (sscanf(line, "SigBlk: %llx", &blocked) == 1)
+            read = true;
+    if (f != NULL)
+        fclose(f);
+    printf("running=%d read=%d blocked=%llx\n", running, read, blocked);
+    return 0;
+}
+
 /* The address space in use (VmSize, KiB) once strata is in place and,
  * with the purger asked for from the start, once its thread runs. */
 static int purger_address_space(void)
@@ -694,6 +717,7 @@ static const struct check_case cases[] = {
     {"worker-idle", worker_idle},
     {"purger-sleeps", purger_sleeps},
     {"purger-address-space", purger_address_space},
+    {"purger-signals", purger_signals},
 };
 
 static long field(const char *text, const char *key)
@@ -1106,6 +1130,24 @@ static void test_purger_sleeps(void)
     }
 }
 
+/* The purger thread blocks every signal a program may send the process
+ * (kill(getpid(), ...), a terminal's, a timer's, a child's), so that each
+ * goes to one of the program's own threads: at a signal to the process,
+ * the kernel picks any thread that does not block it. */
+static void test_purger_signals(void)
+{
+    struct outcome o = check_spawn("purger-signals", "STRATA_BACKGROUND_PURGE=1");
+    CHECK(exited_cleanly(&o));
+    CHECK_CMP(field(o.output, "running="), ==, 1);
+    CHECK_CMP(field(o.output, "read="), ==, 1);
+    const char *mask = strstr(o.output, "blocked=");
+    unsigned long long blocked = mask != NULL ? strtoull(mask + strlen("blocked="), NULL, 16) : 0;
+    static const int sent[] = {SIGHUP, SIGINT, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE, SIGALRM, SIGTERM, SIGCHLD,
+                               SIGWINCH, SIGIO, SIGPROF};
+    for (size_t i = 0; i < sizeof sent / sizeof sent[0]; i++)
+        CHECK((blocked >> (sent[i] - 1)) & 1);
+}
+
 /* The purger's thread costs little address space, which an address-space
  * limit counts: a small stack, not a default one of 8 MiB. (A sanitizer
  * maps megabytes of its own for each thread: not measured there.) */
@@ -1218,6 +1260,7 @@ static const struct check_test tests[] = {
     {"idle_owner", test_idle_owner},
     {"purger_sleeps", test_purger_sleeps},
     {"purger_address_space", test_purger_address_space},
+    {"purger_signals", test_purger_signals},
 };
 
 int main(int argc, char **argv)
