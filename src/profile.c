@@ -77,8 +77,13 @@ struct walk_remembered {
     struct stack_reads reads;
 };
 
-/* Walks a thread's log remembers, by their start (a power of two). */
-#define WALKS_REMEMBERED 8
+/* Walks a thread's log remembers: sets of two by their start (a power
+ * of two sets), so that two sites a loop takes turns at, at the same
+ * start (two callers of one allocating function at one depth), are both
+ * kept; a new walk takes its set's first place and moves the one there
+ * to the second. */
+#define WALK_SETS 4
+#define WALKS_REMEMBERED (2 * WALK_SETS)
 
 /* A thread's events not yet added up. Its thread writes events[count] and
  * then publishes count + 1 (a release store, no lock); whoever adds them up
@@ -519,6 +524,15 @@ static inline void event_write(struct profile_stack *stack, int64_t size, size_t
     atomic_store_explicit(&log->count, count + 1, memory_order_release);
 }
 
+/* Whether a walk from `start` would find what `walk` found: the same
+ * start (its rbp only where the walk used it) and the stack words it
+ * read unchanged. */
+static inline bool walk_holds(const struct walk_remembered *walk, const struct stack_start *start)
+{
+    return walk->pc == start->pc && walk->sp == start->sp && (walk->bp == start->bp || !walk->reads.start_bp_used) &&
+           stack_reads_unchanged(&walk->reads);
+}
+
 bool profile_sample_take(size_t size, size_t chance_bytes, const struct stack_start *start,
                          struct profile_sample *sample)
 {
@@ -528,17 +542,16 @@ bool profile_sample_take(size_t size, size_t chance_bytes, const struct stack_st
     struct profile_log *log = thread_log;
     if (log == NULL && thread_logs)
         log = log_claim();
-    struct walk_remembered *remembered = NULL;
+    struct walk_remembered *set = NULL;
     if (log != NULL) {
-        size_t slot = (size_t)(((start->pc ^ start->sp) * 0x9e3779b97f4a7c15u) >> 61); /* WALKS_REMEMBERED = 2^3 */
-        remembered = &log->walks[slot];
+        size_t index = (size_t)(((start->pc ^ start->sp) * 0x9e3779b97f4a7c15u) >> 62); /* WALK_SETS = 2^2 */
+        set = &log->walks[2 * index];
     }
-    struct profile_stack *stack;
-    if (remembered != NULL && remembered->pc == start->pc && remembered->sp == start->sp &&
-        (remembered->bp == start->bp || !remembered->reads.start_bp_used) &&
-        stack_reads_unchanged(&remembered->reads)) {
-        stack = remembered->stack;
-    } else {
+    struct profile_stack *stack = NULL;
+    for (int way = 0; set != NULL && way < 2 && stack == NULL; way++)
+        if (walk_holds(&set[way], start))
+            stack = set[way].stack;
+    if (stack == NULL) {
         struct unwinding u;
         struct stack_reads reads;
         int walked = stack_walk_from(start, u.frames, PROFILE_DEPTH, own_text_start, own_text_end, &reads);
@@ -546,8 +559,9 @@ bool profile_sample_take(size_t size, size_t chance_bytes, const struct stack_st
         if (walked < 0) /* a frame the walk does not follow: libgcc's unwinder follows every one */
             _Unwind_Backtrace(unwind_step, &u);
         stack = stack_entry(&u);
-        if (remembered != NULL && walked >= 0 && reads.complete && stack != NULL) {
-            *remembered = (struct walk_remembered){start->pc, start->sp, start->bp, stack, reads};
+        if (set != NULL && walked >= 0 && reads.complete && stack != NULL) {
+            set[1] = set[0];
+            set[0] = (struct walk_remembered){start->pc, start->sp, start->bp, stack, reads};
         }
     }
     if (stack != NULL) {
