@@ -149,6 +149,17 @@ static STRATA_ALWAYS_INLINE bool own_segment_entry_holds(uintptr_t entry, const 
     return ((entry ^ (uintptr_t)p) >> SEGMENT_SHIFT) == 0;
 }
 
+/* The slice of p, in a segment the calling heap owns, when p starts a
+ * block its page has carved (the key of its offset below the slice's
+ * carved key, which the owner reads plainly: it is its one writer); NULL
+ * otherwise. */
+static STRATA_ALWAYS_INLINE const struct slice *own_carved_slice(const struct segment *segment, const void *p)
+{
+    uint32_t offset = (uint32_t)((uintptr_t)p & SEGMENT_MASK);
+    const struct slice *slice = &segment->slices[offset >> SLICE_SHIFT];
+    return likely(slice_holds_block(slice, offset)) ? slice : NULL;
+}
+
 /* A block of one of the calling heap's own segments into its bin: the bin,
  * its count raised, with *full set when it is past its limit (the caller
  * flushes it), or NULL when p is not a block the page has carved (the
@@ -159,9 +170,8 @@ static STRATA_ALWAYS_INLINE bool own_segment_entry_holds(uintptr_t entry, const 
 static STRATA_ALWAYS_INLINE struct bin *bin_push_in_segment(struct heap *heap, struct segment *segment, void *p,
                                                             bool *full)
 {
-    uint32_t offset = (uint32_t)((uintptr_t)p & SEGMENT_MASK);
-    const struct slice *slice = &segment->slices[offset >> SLICE_SHIFT];
-    if (likely(slice_holds_block(slice, offset))) {
+    const struct slice *slice = own_carved_slice(segment, p);
+    if (likely(slice != NULL)) {
         struct bin *bin = &heap->bins[slice_class(slice)];
         *full = bin_push_guarded(bin, p, true);
         if (bin == NULL)
@@ -201,9 +211,8 @@ static STRATA_ALWAYS_INLINE size_t own_block_usable_size(const struct heap *heap
     uintptr_t entry = own_segment_entry(heap, p);
     if (unlikely(!own_segment_entry_holds(entry, p)))
         return 0;
-    uint32_t offset = (uint32_t)((uintptr_t)p & SEGMENT_MASK);
-    const struct slice *slice = &((const struct segment *)entry)->slices[offset >> SLICE_SHIFT];
-    if (unlikely(!slice_holds_block(slice, offset) || block_is_free(p)))
+    const struct slice *slice = own_carved_slice((const struct segment *)entry, p);
+    if (unlikely(slice == NULL || block_is_free(p)))
         return 0;
     return class_usable(slice_class(slice));
 }
