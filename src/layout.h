@@ -421,8 +421,12 @@ struct slice {
 _Static_assert(SEGMENT_SIZE <= (size_t)1 << 24 && PAGE_LEAD_SLOT_MAX < SLICE_SIZE,
                "a first block's offset fits 24 bits and lies in its page's first slice");
 
-static inline uint32_t slice_placement(unsigned class_index, uint32_t first_block)
+/* The placement of every slice of the page at `page_slice` of the class:
+ * its first block after the lead a small page has (none otherwise). */
+static inline uint32_t slice_placement(unsigned class_index, unsigned page_slice)
 {
+    uint32_t first_block = ((uint32_t)page_slice << SLICE_SHIFT) +
+                           (class_index < CLASS_COUNT ? page_lead(class_size[class_index]) : 0);
     return first_block << 8 | class_index;
 }
 

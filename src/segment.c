@@ -73,9 +73,7 @@ static void slices_name(struct segment *segment, unsigned first, unsigned count,
     for (unsigned k = first; k < first + count; k++)
         segment->slices[k] = (struct slice){
             .multiplier = class_multiplier[class_index],
-            .placement = slice_placement(class_index, ((uint32_t)page_slice << SLICE_SHIFT) +
-                                                          (class_index < CLASS_COUNT ? page_lead(class_size[class_index])
-                                                                                      : 0))};
+            .placement = slice_placement(class_index, page_slice)};
 }
 
 /* The page has carved its blocks up to page->capacity: the slices that
@@ -1160,10 +1158,7 @@ const char *segment_check(const struct segment *s, uintptr_t owner_word)
             return BROKEN("segment %p: page at slice %u has %u bytes touched, past its %u slices or not in OS pages",
                           (const void *)s, i, page->touched, page->slice_count);
         for (unsigned k = i; k < i + page->slice_count; k++)
-            if (slice_page_index(&s->slices[k]) != i || slice_class(&s->slices[k]) != page->class_index ||
-                slice_first_block(&s->slices[k]) != i * SLICE_SIZE + (page->class_index < CLASS_COUNT
-                                                                  ? page_lead(class_size[page->class_index])
-                                                                  : 0))
+            if (s->slices[k].placement != slice_placement(page->class_index, i))
                 return BROKEN("segment %p: slice %u names page %u class %u, not page %u class %u",
                               (const void *)s, k, slice_page_index(&s->slices[k]), slice_class(&s->slices[k]),
                               i, page->class_index);
