@@ -59,10 +59,6 @@ static inline bool purger_gives_back_later(void)
  * quarantine (heap.h). */
 #define QUARANTINE_MAX_BLOCKS 2048
 
-/* The secrets free blocks are encoded with (layout.h, struct block), random
- * at start-up (config_init) and read-only afterwards. The secure flavour
- * keys the canaries after blocks and large blocks' size words with three
- * more (block_guards.h, keys_of: `address` is mixed with the block's). */
 /* The bits of the small guard words' secret that are fixed, and their
  * values. A block's address has its top two bytes zero (user space) and
  * its low four bits fixed by its class (0, or 8 in the smallest class), so
@@ -77,6 +73,10 @@ static inline bool purger_gives_back_later(void)
 #define GUARD_SECRET_FIXED_MASK ((uintptr_t)0x808000000000000full)
 #define GUARD_SECRET_FIXED_BITS ((uintptr_t)0x808000000000000bull)
 
+/* The secrets free blocks are encoded with (layout.h, struct block), random
+ * at start-up (config_init) and read-only afterwards. The secure flavour
+ * keys the canaries after blocks and large blocks' size words with three
+ * more (block_guards.h, keys_of: `address` is mixed with the block's). */
 struct block_secrets {
     uintptr_t link, check;
     uintptr_t address, canary, size;

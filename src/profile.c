@@ -476,9 +476,6 @@ static struct profile_log *log_claim(void)
     return log;
 }
 
-/* The event goes straight into the log, field by field: built on the
- * stack and copied, it was read back by wider loads than its stores,
- * which wait for the store buffer to drain (as same_stack's comment says). */
 /* event_write's other cases: the thread has no log yet, or none to have
  * (the event is added up at once), or its log is full (added up, then
  * written from the start); the count to write at, or -1 when done. Out
@@ -503,14 +500,14 @@ static STRATA_NOINLINE int64_t event_write_slow(struct profile_stack *stack, int
     return count;
 }
 
+/* The event goes straight into the log, field by field: built on the
+ * stack and copied, it was read back by wider loads than its stores,
+ * which wait for the store buffer to drain (as same_stack's comment says). */
 static inline void event_write(struct profile_stack *stack, int64_t size, size_t chance_bytes)
 {
     struct profile_log *log = thread_log;
     uint32_t count;
-    if (likely(log != NULL) &&
-        likely((count = atomic_load_explicit(&log->count, memory_order_relaxed)) != LOG_EVENTS)) {
-        /* the common case: room in the thread's log */
-    } else {
+    if (unlikely(log == NULL || (count = atomic_load_explicit(&log->count, memory_order_relaxed)) == LOG_EVENTS)) {
         int64_t at = event_write_slow(stack, size, chance_bytes);
         if (at < 0)
             return;
